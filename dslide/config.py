@@ -1,0 +1,97 @@
+"""Every knob of a dslide run, as plain dataclasses (no framework: build them, pass them around)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+HashFamilyName = Literal["srp", "wta", "dwta"]
+
+
+@dataclass
+class LSHConfig:
+    """Hash tables of one layer: L tables of K hashes each, 2**range_pow buckets per table."""
+
+    family: HashFamilyName = "dwta"
+    bits_per_table: int = 6  # K: hash functions concatenated per table
+    num_tables: int = 50  # L
+    range_pow: int = 18  # R: buckets per table = 2**R
+    bin_size: int = 8  # WTA/DWTA: coordinates compared per hash (log2(bin_size) bits each)
+    srp_density: float = 1 / 3  # SimHash: fraction of nonzero +-1 entries per projection
+    bucket_capacity: int = 128  # neurons kept per bucket; extra ones evicted FIFO or by reservoir
+    insertion: Literal["fifo", "reservoir"] = "fifo"
+
+
+@dataclass
+class SamplingConfig:
+    """How the active neurons of a layer are chosen per input."""
+
+    mode: Literal["lsh", "dense"] = "lsh"  # dense: every neuron is active (full softmax)
+    strategy: Literal["vanilla", "topk"] = "vanilla"  # vanilla: union of the L buckets
+    topk: int = 3000  # strategy=topk: keep the k neurons seen in most buckets
+    min_active: int = 1000  # pad with random neurons up to this many ...
+    pad_threshold: int = 1500  # ... when fewer than this came back from the tables
+
+
+@dataclass
+class ScheduleConfig:
+    """When hash tables are rebuilt and hash functions redrawn (SLIDE's schedule)."""
+
+    rebuild_first: int = 50  # N0: first rebuild after this many steps
+    rebuild_decay: float = 0.0  # lambda: the t-th interval is N0 * exp(lambda * t); 0 = fixed period N0
+    redraw_every: int = 1000  # M: draw new hash functions every M steps (0 = never)
+
+
+@dataclass
+class NetworkConfig:
+    num_features: int
+    num_labels: int
+    hidden: tuple[int, ...] = (128,)
+    lsh: LSHConfig = field(default_factory=LSHConfig)
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
+    init_scale: float = 0.01  # weights ~ N(0, init_scale^2), biases 0 (same in the TF baselines)
+
+
+@dataclass
+class TrainConfig:
+    epochs: int = 1
+    batch_size: int = 128
+    lr: float = 1e-4
+    beta1: float = 0.9
+    beta2: float = 0.999
+    eps: float = 1e-8
+    adam: Literal["lazy", "dense"] = "lazy"  # lazy: update rows touched in the batch; dense: every row
+    threads: int = 1
+    seed: int = 0
+    max_steps: int | None = None  # stop an epoch early (benchmarks, extrapolated runs)
+    eval_every: int = 0  # evaluate a held-out slice every N steps (0 = only at epoch end)
+    eval_slice: int = 1000  # points in that held-out slice
+    eval_mode: Literal["exact", "lsh"] = "exact"
+    softmax: Literal["reduce", "gather"] = "reduce"  # how ranks combine the softmax (D-SLIDE)
+    partition: Literal["contiguous", "strided"] = "contiguous"  # neuron -> rank assignment (D-SLIDE)
+    checkpoint_every: int = 0  # steps between checkpoints (0 = end of each epoch only)
+    progress: bool = True
+
+
+def to_dict(obj: Any) -> dict[str, Any]:
+    """A JSON-ready dict of a (nested) config dataclass."""
+    return dataclasses.asdict(obj)
+
+
+def network_from_dict(d: dict[str, Any]) -> NetworkConfig:
+    d = dict(d)
+    return NetworkConfig(
+        num_features=d["num_features"],
+        num_labels=d["num_labels"],
+        hidden=tuple(d["hidden"]),
+        lsh=LSHConfig(**d["lsh"]),
+        sampling=SamplingConfig(**d["sampling"]),
+        schedule=ScheduleConfig(**d["schedule"]),
+        init_scale=d["init_scale"],
+    )
+
+
+def train_from_dict(d: dict[str, Any]) -> TrainConfig:
+    return TrainConfig(**d)

@@ -1,0 +1,31 @@
+"""The interface every hash family implements (SimHash, WTA, DWTA now; learnable families later).
+
+A family maps dense vectors to one bucket id per table. The tables (tables.py) and the samplers never
+look inside a family, so a data-dependent (learned) family only has to implement this protocol.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+
+@runtime_checkable
+class HashFamily(Protocol):
+    num_tables: int  # L
+    range_pow: int  # bucket ids lie in [0, 2**range_pow)
+
+    def hash(self, x: np.ndarray) -> np.ndarray:
+        """Bucket ids of the rows of x: float32 (n, dim) -> int32 (n, num_tables). Thread-parallel."""
+        ...
+
+    def redraw(self, seed: int) -> None:
+        """Draw new hash functions (deterministic for the seed)."""
+        ...
+
+    def state(self) -> dict[str, np.ndarray]:
+        """Arrays that fully define the current hash functions (for checkpoints)."""
+        ...
+
+    def load_state(self, state: dict[str, np.ndarray]) -> None: ...
