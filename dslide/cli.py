@@ -1,6 +1,9 @@
-"""`dslide` command line: train (one node or under mpiexec) and data tools."""
+"""`dslide` command line: train (one node, or model-parallel under `mpiexec -n P`) and data tools."""
 
 from __future__ import annotations
+
+import sys
+from pathlib import Path
 
 import click
 
@@ -14,6 +17,136 @@ def main() -> None:
 
 
 main.add_command(data)
+
+
+def _hidden(_ctx, _param, value: str) -> tuple[int, ...]:
+    try:
+        widths = tuple(int(w) for w in value.split(","))
+    except ValueError:
+        raise click.BadParameter(f"expected comma-separated widths like 128 or 256,128, got {value!r}") from None
+    if not widths or min(widths) < 1:
+        raise click.BadParameter(f"widths must be positive, got {value!r}")
+    return widths
+
+
+@main.command()
+@click.option("--train", "train_path", type=click.Path(exists=True, dir_okay=False), help="Training file (XC format).")
+@click.option("--test", "test_path", type=click.Path(exists=True, dir_okay=False), help="Test file (XC format).")
+@click.option("--dataset", help="A registered dataset or synthetic preset instead of --train/--test.")
+@click.option("--data-dir", help="Where registered datasets live (default $DSLIDE_DATA_DIR or ~/.cache/dslide/data).")
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output directory.")
+@click.option("--epochs", default=1, show_default=True)
+@click.option("--threads", default=1, show_default=True, help="Threads per rank.")
+@click.option("--lr", default=1e-4, show_default=True)
+@click.option("--batch-size", default=128, show_default=True)
+@click.option(
+    "--hidden", default="128", show_default=True, callback=_hidden, help="Hidden widths, e.g. 128 or 256,128."
+)
+@click.option("--sampling", type=click.Choice(["lsh", "dense"]), default="lsh", show_default=True)
+@click.option("--hash", "family", type=click.Choice(["dwta", "srp", "wta"]), default="dwta", show_default=True)
+@click.option("--bits", "bits", default=6, show_default=True, help="K: hashes per table.")
+@click.option("--tables", default=50, show_default=True, help="L: hash tables.")
+@click.option("--range-pow", default=18, show_default=True, help="R: 2**R buckets per table.")
+@click.option("--bin-size", default=8, show_default=True, help="WTA/DWTA bin size.")
+@click.option("--bucket-capacity", default=128, show_default=True)
+@click.option("--insertion", type=click.Choice(["fifo", "reservoir"]), default="fifo", show_default=True)
+@click.option("--strategy", type=click.Choice(["vanilla", "topk"]), default="vanilla", show_default=True)
+@click.option("--topk", default=3000, show_default=True, help="Active neurons kept with --strategy topk.")
+@click.option("--min-active", default=1000, show_default=True, help="Pad with random neurons up to this many ...")
+@click.option("--pad-threshold", default=1500, show_default=True, help="... when fewer than this were retrieved.")
+@click.option("--rebuild-first", default=50, show_default=True, help="N0: steps before the first table rebuild.")
+@click.option("--rebuild-decay", default=0.0, show_default=True, help="lambda: rebuild intervals grow as e^(lambda t).")
+@click.option("--redraw-every", default=1000, show_default=True, help="M: new hash functions every M steps (0: never).")
+@click.option("--adam", type=click.Choice(["lazy", "dense"]), default="lazy", show_default=True)
+@click.option("--init-scale", default=0.01, show_default=True)
+@click.option("--seed", default=0, show_default=True)
+@click.option("--max-steps", type=int, default=None, help="Stop each epoch after this many steps.")
+@click.option("--eval-every", default=0, show_default=True, help="Evaluate a held-out slice every N steps.")
+@click.option("--eval-slice", default=1000, show_default=True)
+@click.option("--eval-mode", type=click.Choice(["exact", "lsh"]), default="exact", show_default=True)
+@click.option("--softmax", type=click.Choice(["reduce", "gather"]), default="reduce", show_default=True)
+@click.option("--partition", type=click.Choice(["contiguous", "strided"]), default="contiguous", show_default=True)
+@click.option("--checkpoint-every", default=0, show_default=True, help="Steps between checkpoints (0: each epoch).")
+@click.option("--resume", is_flag=True, help="Continue from the latest checkpoint in --out.")
+@click.option("--progress/--no-progress", default=True, show_default=True)
+def train(**opts) -> None:
+    """Train a network; under `mpiexec -n P` the neurons of every layer are split across the P ranks."""
+    from dslide.comm import Communicator
+
+    comm = Communicator()
+    try:
+        _train(comm, **opts)
+    except Exception as exc:  # one failing rank must stop the whole job, loudly, not hang the others
+        where = f"rank {comm.rank} of {comm.size}" if comm.size > 1 else "dslide"
+        click.echo(f"dslide train: {where} failed: {type(exc).__name__}: {exc}", err=True)
+        sys.stderr.flush()
+        if comm.size > 1:
+            comm.abort(1)
+        sys.exit(1)
+
+
+def _train(comm, train_path, test_path, dataset, data_dir, out_dir, **o) -> None:
+    from dslide.config import LSHConfig, NetworkConfig, SamplingConfig, ScheduleConfig, TrainConfig
+    from dslide.data.xc_format import load_dataset
+    from dslide.train import train as run
+
+    if dataset:
+        if train_path or test_path:
+            raise click.UsageError("give either --dataset or --train/--test, not both")
+        from dslide.data.registry import data_dir as resolve_dir
+        from dslide.data.registry import dataset_paths
+
+        # Rank 0 generates a missing synthetic preset; the others wait, then read the same files.
+        if comm.rank == 0:
+            train_path, test_path = dataset_paths(dataset, resolve_dir(data_dir))
+        comm.barrier()
+        train_path, test_path = dataset_paths(dataset, resolve_dir(data_dir), make=False)
+    elif not (train_path and test_path):
+        raise click.UsageError("give --train and --test files, or --dataset NAME")
+    train_ds = load_dataset(train_path)
+    test_ds = load_dataset(test_path)
+    net = NetworkConfig(
+        num_features=max(train_ds.num_features, test_ds.num_features),
+        num_labels=max(train_ds.num_labels, test_ds.num_labels),
+        hidden=o["hidden"],
+        lsh=LSHConfig(
+            o["family"],
+            o["bits"],
+            o["tables"],
+            o["range_pow"],
+            o["bin_size"],
+            1 / 3,
+            o["bucket_capacity"],
+            o["insertion"],
+        ),
+        sampling=SamplingConfig(o["sampling"], o["strategy"], o["topk"], o["min_active"], o["pad_threshold"]),
+        schedule=ScheduleConfig(o["rebuild_first"], o["rebuild_decay"], o["redraw_every"]),
+        init_scale=o["init_scale"],
+    )
+    cfg = TrainConfig(
+        epochs=o["epochs"],
+        batch_size=o["batch_size"],
+        lr=o["lr"],
+        adam=o["adam"],
+        threads=o["threads"],
+        seed=o["seed"],
+        max_steps=o["max_steps"],
+        eval_every=o["eval_every"],
+        eval_slice=o["eval_slice"],
+        eval_mode=o["eval_mode"],
+        softmax=o["softmax"],
+        partition=o["partition"],
+        checkpoint_every=o["checkpoint_every"],
+        progress=o["progress"],
+    )
+    records = run(net, cfg, train_ds, test_ds, Path(out_dir), comm, resume=o["resume"])
+    if comm.rank == 0 and records:
+        last = records[-1]
+        click.echo(
+            f"epoch {last['epoch']}: P@1 {last['p@1']:.4f}  P@5 {last['p@5']:.4f}  loss {last['loss']:.4f}  "
+            f"{last['samples_per_s']:,.0f} samples/s  -> {Path(out_dir) / 'metrics.jsonl'}"
+        )
+
 
 if __name__ == "__main__":
     main()

@@ -1,0 +1,124 @@
+"""Adam on the rows a batch touched: gradients are gathered per row, so no dense gradient buffer exists.
+
+Each touched row's gradient is sum over its entries of coef * vecs[sample] (output layer: delta * h;
+first layer: x value * dL/dz). Grouping entries by row makes the update parallel over rows, race-free
+and independent of the thread count.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+
+@numba.njit(cache=True)
+def group_by_row(
+    entry_rows: np.ndarray, n_rows: int, slot: np.ndarray, all_rows: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows to update, and the entries of row u as perm[ptr[u]:ptr[u+1]].
+
+    slot is int32 (n_rows,) scratch holding -1 everywhere, restored before returning. all_rows
+    lists every row (dense Adam), touched or not; otherwise only touched rows, in first-touch order.
+    """
+    if all_rows:
+        rows = np.arange(n_rows).astype(np.int32)
+        n_unique = n_rows
+        for r in range(n_rows):
+            slot[r] = r
+    else:
+        rows = np.empty(min(len(entry_rows), n_rows), dtype=np.int32)
+        n_unique = 0
+        for r in entry_rows:
+            if slot[r] < 0:
+                slot[r] = n_unique
+                rows[n_unique] = r
+                n_unique += 1
+        rows = rows[:n_unique]
+    ptr = np.zeros(n_unique + 1, dtype=np.int64)
+    for r in entry_rows:
+        ptr[slot[r] + 1] += 1
+    for u in range(n_unique):
+        ptr[u + 1] += ptr[u]
+    fill = ptr[:-1].copy()
+    perm = np.empty(len(entry_rows), dtype=np.int64)
+    for e in range(len(entry_rows)):
+        s = slot[entry_rows[e]]
+        perm[fill[s]] = e
+        fill[s] += 1
+    for u in range(n_unique):
+        slot[rows[u]] = -1
+    return rows, ptr, perm
+
+
+@numba.njit(parallel=True, fastmath=True, cache=True)
+def adam_rows(
+    W: np.ndarray,
+    m: np.ndarray,
+    v: np.ndarray,
+    rows: np.ndarray,
+    ptr: np.ndarray,
+    perm: np.ndarray,
+    entry_sample: np.ndarray,
+    entry_coef: np.ndarray,
+    vecs: np.ndarray,  # (B, D) per-sample vectors the coefficients multiply
+    lr: float,
+    beta1: float,
+    beta2: float,
+    eps: float,
+    step: int,  # 1-based Adam step for bias correction
+    coef_sum: np.ndarray,  # out (len(rows),): sum of coefficients per row (the bias gradient)
+    scratch: np.ndarray,  # (threads, D) float32
+) -> None:
+    D = W.shape[1]
+    c1 = 1.0 - beta1**step
+    c2 = 1.0 - beta2**step
+    nthreads = scratch.shape[0]
+    for t in numba.prange(nthreads):
+        g = scratch[t]
+        for u in range(t, len(rows), nthreads):
+            for k in range(D):
+                g[k] = 0.0
+            cs = 0.0
+            for i in range(ptr[u], ptr[u + 1]):
+                e = perm[i]
+                c = entry_coef[e]
+                cs += c
+                s = entry_sample[e]
+                for k in range(D):
+                    g[k] += c * vecs[s, k]
+            coef_sum[u] = cs
+            r = rows[u]
+            for k in range(D):
+                mk = beta1 * m[r, k] + (1.0 - beta1) * g[k]
+                vk = beta2 * v[r, k] + (1.0 - beta2) * g[k] * g[k]
+                m[r, k] = mk
+                v[r, k] = vk
+                W[r, k] -= lr * (mk / c1) / (math.sqrt(vk / c2) + eps)
+
+
+@numba.njit(parallel=True, fastmath=True, cache=True)
+def adam_at(
+    w: np.ndarray,
+    m: np.ndarray,
+    v: np.ndarray,
+    idx: np.ndarray,
+    grad: np.ndarray,
+    lr: float,
+    beta1: float,
+    beta2: float,
+    eps: float,
+    step: int,
+) -> None:
+    """Adam on the entries w[idx[i]] of a flat parameter with gradients grad[i]."""
+    c1 = 1.0 - beta1**step
+    c2 = 1.0 - beta2**step
+    for i in numba.prange(len(idx)):
+        r = idx[i]
+        g = grad[i]
+        mk = beta1 * m[r] + (1.0 - beta1) * g
+        vk = beta2 * v[r] + (1.0 - beta2) * g * g
+        m[r] = mk
+        v[r] = vk
+        w[r] -= lr * (mk / c1) / (math.sqrt(vk / c2) + eps)

@@ -1,0 +1,117 @@
+"""Choose the active output neurons of every sample: labels first, then LSH buckets, then random padding."""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from dslide.kernels.rng import hash4
+
+
+@numba.njit(cache=True)
+def active_upper_bounds(
+    codes: np.ndarray, offsets: np.ndarray, lab_ptr: np.ndarray, min_active: int, n_neurons: int
+) -> np.ndarray:
+    """An upper bound on each sample's active count, to size the output buffer before filling it."""
+    B, L = codes.shape
+    ub = np.empty(B, dtype=np.int64)
+    for b in range(B):
+        total = lab_ptr[b + 1] - lab_ptr[b] + min_active
+        for t in range(L):
+            c = codes[b, t]
+            total += offsets[t, c + 1] - offsets[t, c]
+        ub[b] = min(total, n_neurons)
+    return ub
+
+
+@numba.njit(parallel=True, cache=True)
+def select_active(
+    codes: np.ndarray,  # int32 (B, L) bucket of each sample in each table
+    offsets: np.ndarray,  # int32 (L, 2**R + 1) bucket starts in ids
+    ids: np.ndarray,  # int32 (L, N) neuron ids grouped by bucket
+    lab_ptr: np.ndarray,  # int64 (B + 1,) this rank's labels of each sample ...
+    lab_ids: np.ndarray,  # int32 ... as local neuron ids
+    n_neurons: int,
+    use_topk: bool,
+    topk: int,
+    min_active: int,
+    pad_threshold: int,
+    seed: int,
+    step: int,
+    buf_ptr: np.ndarray,  # int64 (B + 1,) prefix sums of active_upper_bounds
+    buf: np.ndarray,  # int32 (buf_ptr[-1],) output: sample b's active ids in buf[buf_ptr[b]:...]
+    count: np.ndarray,  # int64 (B,) output: how many were written
+    marks: np.ndarray,  # int32 (threads, n_neurons) zeroed scratch, left zeroed
+) -> None:
+    B, L = codes.shape
+    nthreads = marks.shape[0]
+    for t in numba.prange(nthreads):
+        mark = marks[t]
+        for b in range(t, B, nthreads):
+            base = buf_ptr[b]
+            n = 0
+            # 1. the true labels this rank owns, always active, always first
+            for e in range(lab_ptr[b], lab_ptr[b + 1]):
+                j = lab_ids[e]
+                if mark[j] == 0:
+                    mark[j] = -1
+                    buf[base + n] = j
+                    n += 1
+            n_labels = n
+            # 2. neurons retrieved from the L buckets (mark = times seen, for top-k)
+            for tb in range(L):
+                c = codes[b, tb]
+                for e in range(offsets[tb, c], offsets[tb, c + 1]):
+                    j = ids[tb, e]
+                    if mark[j] == 0:
+                        buf[base + n] = j
+                        n += 1
+                    if mark[j] >= 0:
+                        mark[j] += 1
+            if use_topk and n - n_labels > topk:
+                cand = buf[base + n_labels : base + n]
+                freq = np.empty(len(cand), dtype=np.int64)
+                for i in range(len(cand)):
+                    # ties broken by id so the choice is deterministic
+                    freq[i] = -(np.int64(mark[cand[i]]) << 32) + cand[i]
+                order = np.argsort(freq)
+                chosen = cand[order[:topk]].copy()
+                for i in range(len(cand)):
+                    mark[cand[i]] = 0
+                for i in range(topk):
+                    cand[i] = chosen[i]
+                    mark[chosen[i]] = 1
+                n = n_labels + topk
+            # 3. random padding when the tables returned too few
+            if n < pad_threshold and n < min_active:
+                if min_active >= n_neurons:
+                    for j in range(n_neurons):
+                        if mark[j] == 0:
+                            mark[j] = 1
+                            buf[base + n] = j
+                            n += 1
+                else:
+                    attempt = 0
+                    while n < min_active and attempt < 8 * min_active + 64:
+                        j = np.int64(hash4(seed, step, b, attempt) % np.uint64(n_neurons))
+                        attempt += 1
+                        if mark[j] == 0:
+                            mark[j] = 1
+                            buf[base + n] = j
+                            n += 1
+            count[b] = n
+            for i in range(n):
+                mark[buf[base + i]] = 0
+
+
+@numba.njit(cache=True)
+def compact(buf: np.ndarray, buf_ptr: np.ndarray, count: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The filled part of each sample's slice of buf, as CSR (ptr, ids)."""
+    B = len(count)
+    ptr = np.zeros(B + 1, dtype=np.int64)
+    for b in range(B):
+        ptr[b + 1] = ptr[b] + count[b]
+    out = np.empty(ptr[B], dtype=np.int32)
+    for b in range(B):
+        out[ptr[b] : ptr[b + 1]] = buf[buf_ptr[b] : buf_ptr[b] + count[b]]
+    return ptr, out

@@ -1,0 +1,372 @@
+"""The three kinds of layer of a dslide network, each holding only this rank's neurons.
+
+SparseInputLayer   sparse input -> ReLU hidden slice (touches only the rows of the input's features)
+DenseHiddenLayer   full hidden vector -> ReLU hidden slice
+SampledOutputLayer full hidden vector -> logits of the active neurons chosen by LSH (or all of them)
+
+Weights, biases, Adam moments, hash functions and hash tables of a neuron live on the rank that owns it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+
+from dslide.config import LSHConfig, SamplingConfig, ScheduleConfig, TrainConfig
+from dslide.init import init_columns, init_rows
+from dslide.kernels.adam import adam_at, adam_rows, group_by_row
+from dslide.kernels.sampled_output import output_backward, output_logits
+from dslide.kernels.sampling import active_upper_bounds, compact, select_active
+from dslide.kernels.sparse_input import sparse_input_forward
+from dslide.kernels.topk import merge_topk, sparse_topk
+
+
+@dataclass
+class Adam:
+    lr: float
+    beta1: float
+    beta2: float
+    eps: float
+    lazy: bool  # update only rows touched in the batch
+
+    @classmethod
+    def from_config(cls, cfg: TrainConfig) -> Adam:
+        return cls(cfg.lr, cfg.beta1, cfg.beta2, cfg.eps, cfg.adam == "lazy")
+
+    def dense(self, w: np.ndarray, m: np.ndarray, v: np.ndarray, g: np.ndarray, step: int) -> None:
+        """Adam on a whole (small) parameter, in numpy."""
+        m *= self.beta1
+        m += (1 - self.beta1) * g
+        v *= self.beta2
+        v += (1 - self.beta2) * g * g
+        c1 = 1 - self.beta1**step
+        c2 = 1 - self.beta2**step
+        w -= (self.lr * (m / c1) / (np.sqrt(v / c2) + self.eps)).astype(w.dtype)
+
+
+class RowParams:
+    """A weight matrix updated row by row from (row, sample, coef) entries, with its Adam moments."""
+
+    def __init__(self, W: np.ndarray) -> None:
+        self.W = W
+        self.m = np.zeros_like(W)
+        self.v = np.zeros_like(W)
+        self.slot = np.full(W.shape[0], -1, dtype=np.int32)
+
+    def update(
+        self,
+        entry_rows: np.ndarray,
+        entry_sample: np.ndarray,
+        entry_coef: np.ndarray,
+        vecs: np.ndarray,
+        adam: Adam,
+        step: int,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Adam on the rows (all rows unless lazy); returns (rows, per-row sum of coefficients)."""
+        rows, ptr, perm = group_by_row(entry_rows, self.W.shape[0], self.slot, not adam.lazy)
+        coef_sum = np.empty(len(rows), dtype=np.float32)
+        scratch = np.empty((numba.get_num_threads(), self.W.shape[1]), dtype=np.float32)
+        adam_rows(
+            self.W,
+            self.m,
+            self.v,
+            rows,
+            ptr,
+            perm,
+            entry_sample,
+            entry_coef,
+            vecs,
+            adam.lr,
+            adam.beta1,
+            adam.beta2,
+            adam.eps,
+            step,
+            coef_sum,
+            scratch,
+        )
+        return rows, coef_sum
+
+    def arrays(self, prefix: str) -> dict[str, np.ndarray]:
+        return {f"{prefix}W": self.W, f"{prefix}m": self.m, f"{prefix}v": self.v}
+
+    def load(self, prefix: str, state: dict[str, np.ndarray]) -> None:
+        self.W[...] = state[f"{prefix}W"]
+        self.m[...] = state[f"{prefix}m"]
+        self.v[...] = state[f"{prefix}v"]
+
+
+class Bias:
+    def __init__(self, n: int) -> None:
+        self.b = np.zeros(n, dtype=np.float32)
+        self.m = np.zeros(n, dtype=np.float32)
+        self.v = np.zeros(n, dtype=np.float32)
+
+    def arrays(self, prefix: str) -> dict[str, np.ndarray]:
+        return {f"{prefix}b": self.b, f"{prefix}bm": self.m, f"{prefix}bv": self.v}
+
+    def load(self, prefix: str, state: dict[str, np.ndarray]) -> None:
+        self.b[...] = state[f"{prefix}b"]
+        self.m[...] = state[f"{prefix}bm"]
+        self.v[...] = state[f"{prefix}bv"]
+
+
+class SparseInputLayer:
+    """Sparse features -> ReLU activations of this rank's hidden neurons. W is (features, local width)."""
+
+    def __init__(self, num_features: int, width: int, owned: np.ndarray, seed: int, layer: int, scale: float):
+        self.owned = owned
+        self.params = RowParams(init_columns(seed, layer, num_features, width, owned, scale))
+        self.bias = Bias(len(owned))
+
+    def forward(self, x_ptr: np.ndarray, x_idx: np.ndarray, x_val: np.ndarray) -> np.ndarray:
+        out = np.empty((len(x_ptr) - 1, len(self.owned)), dtype=np.float32)
+        sparse_input_forward(x_ptr, x_idx, x_val, self.params.W, self.bias.b, out)
+        return out
+
+    def backward(
+        self,
+        x_ptr: np.ndarray,
+        x_idx: np.ndarray,
+        x_val: np.ndarray,
+        a: np.ndarray,
+        da: np.ndarray,
+        adam: Adam,
+        step: int,
+    ) -> None:
+        dz = np.where(a > 0, da, np.float32(0)).astype(np.float32)
+        samples = np.repeat(np.arange(len(x_ptr) - 1, dtype=np.int32), np.diff(x_ptr))
+        self.params.update(x_idx, samples, x_val, dz, adam, step)
+        adam.dense(self.bias.b, self.bias.m, self.bias.v, dz.sum(axis=0), step)
+
+    def state(self, prefix: str) -> dict[str, np.ndarray]:
+        return {**self.params.arrays(prefix), **self.bias.arrays(prefix)}
+
+    def load_state(self, prefix: str, state: dict[str, np.ndarray]) -> None:
+        self.params.load(prefix, state)
+        self.bias.load(prefix, state)
+
+
+class DenseHiddenLayer:
+    """Full previous activations -> ReLU activations of this rank's neurons. W is (in, local width)."""
+
+    def __init__(self, in_dim: int, width: int, owned: np.ndarray, seed: int, layer: int, scale: float):
+        self.owned = owned
+        self.W = init_columns(seed, layer, in_dim, width, owned, scale)
+        self.mW = np.zeros_like(self.W)
+        self.vW = np.zeros_like(self.W)
+        self.bias = Bias(len(owned))
+
+    def forward(self, a_in: np.ndarray) -> np.ndarray:
+        return np.maximum(a_in @ self.W + self.bias.b, np.float32(0))
+
+    def backward(self, a_in: np.ndarray, a: np.ndarray, da: np.ndarray, adam: Adam, step: int) -> np.ndarray:
+        """Updates this rank's weights; returns this rank's part of dL/d(a_in), to be summed over ranks."""
+        dz = np.where(a > 0, da, np.float32(0)).astype(np.float32)
+        d_in = dz @ self.W.T
+        adam.dense(self.W, self.mW, self.vW, a_in.T @ dz, step)
+        adam.dense(self.bias.b, self.bias.m, self.bias.v, dz.sum(axis=0), step)
+        return d_in
+
+    def state(self, prefix: str) -> dict[str, np.ndarray]:
+        return {f"{prefix}W": self.W, f"{prefix}m": self.mW, f"{prefix}v": self.vW, **self.bias.arrays(prefix)}
+
+    def load_state(self, prefix: str, state: dict[str, np.ndarray]) -> None:
+        self.W[...] = state[f"{prefix}W"]
+        self.mW[...] = state[f"{prefix}m"]
+        self.vW[...] = state[f"{prefix}v"]
+        self.bias.load(prefix, state)
+
+
+@dataclass
+class ActiveSet:
+    """Active neurons of every sample (local ids, this rank's labels first), their logits and softmax stats."""
+
+    ptr: np.ndarray  # int64 (B + 1,)
+    ids: np.ndarray  # int32 (nnz,)
+    n_lab: np.ndarray  # int64 (B,)
+    z: np.ndarray | None = None
+
+
+class SampledOutputLayer:
+    """Full hidden vector -> logits of the sampled neurons this rank owns. W is (local neurons, in)."""
+
+    def __init__(
+        self,
+        in_dim: int,
+        num_labels: int,
+        owned: np.ndarray,
+        lsh: LSHConfig,
+        sampling: SamplingConfig,
+        schedule: ScheduleConfig,
+        seed: int,
+        layer: int,
+        scale: float,
+        rank: int,
+    ) -> None:
+        self.owned = owned
+        self.num_labels = num_labels
+        self.params = RowParams(init_rows(seed, layer, owned, in_dim, scale))
+        self.bias = Bias(len(owned))
+        self.sampling = sampling
+        self.lsh_cfg = lsh
+        n = len(owned)
+        frac = n / num_labels
+        # Each rank samples from its own share of the neurons, so its quotas are that share of the global ones.
+        self.min_active = n if sampling.mode == "dense" else min(n, math.ceil(sampling.min_active * frac))
+        self.pad_threshold = n + 1 if sampling.mode == "dense" else math.ceil(sampling.pad_threshold * frac)
+        self.topk = max(1, math.ceil(sampling.topk * frac))
+        self.hash_seed = (seed * 1_000_003 + 7919 * rank + 1) % (2**31)
+        self.redraws = 0
+        if sampling.mode == "lsh":
+            from dslide.lsh import make_family
+            from dslide.lsh.schedule import RebuildSchedule
+            from dslide.lsh.tables import LSHTables
+
+            self.family = make_family(lsh, in_dim, self.hash_seed)
+            self.tables = LSHTables(lsh.num_tables, lsh.range_pow, lsh.bucket_capacity, lsh.insertion)
+            self.schedule = RebuildSchedule(schedule)
+            self.rebuild()
+        else:
+            self.family = None
+            self.tables = None
+            self.schedule = None
+        self.marks = np.zeros((numba.get_num_threads(), n), dtype=np.int32)
+
+    # -- hash tables --------------------------------------------------------------------------------------
+
+    def rebuild(self) -> None:
+        """Re-hash every neuron's weight vector into fresh tables."""
+        self.tables.build(self.family.hash(self.params.W), self.hash_seed + self.redraws)
+
+    def maybe_refresh(self, step: int) -> None:
+        """SLIDE's schedule: new hash functions every M steps, table rebuilds at growing intervals."""
+        if self.schedule is None or step == 0:
+            return
+        if self.schedule.should_redraw(step):
+            self.redraws += 1
+            self.family.redraw(self.hash_seed + 104_729 * self.redraws)
+            self.rebuild()
+        elif self.schedule.should_rebuild(step):
+            self.rebuild()
+
+    # -- forward / backward -------------------------------------------------------------------------------
+
+    def select(self, h: np.ndarray, lab_ptr: np.ndarray, lab_ids: np.ndarray, seed: int, step: int) -> ActiveSet:
+        """Active neurons per sample: this rank's labels, then LSH buckets (or all), then random padding."""
+        if self.marks.shape[0] != numba.get_num_threads():
+            self.marks = np.zeros((numba.get_num_threads(), len(self.owned)), dtype=np.int32)
+        if self.tables is None:
+            codes = np.zeros((h.shape[0], 0), dtype=np.int32)
+            offsets = np.zeros((0, 2), dtype=np.int32)
+            ids = np.zeros((0, 0), dtype=np.int32)
+        else:
+            codes = self.family.hash(h)
+            offsets, ids = self.tables.offsets, self.tables.ids
+        n = len(self.owned)
+        ub = active_upper_bounds(codes, offsets, lab_ptr, self.min_active, n)
+        buf_ptr = np.zeros(len(ub) + 1, dtype=np.int64)
+        np.cumsum(ub, out=buf_ptr[1:])
+        buf = np.empty(buf_ptr[-1], dtype=np.int32)
+        count = np.empty(len(ub), dtype=np.int64)
+        select_active(
+            codes,
+            offsets,
+            ids,
+            lab_ptr,
+            lab_ids,
+            n,
+            self.sampling.strategy == "topk",
+            self.topk,
+            self.min_active,
+            self.pad_threshold,
+            seed,
+            step,
+            buf_ptr,
+            buf,
+            count,
+            self.marks,
+        )
+        ptr, act = compact(buf, buf_ptr, count)
+        return ActiveSet(ptr, act, np.diff(lab_ptr))
+
+    def logits(self, h: np.ndarray, act: ActiveSet, inv_ylen: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Fills act.z; returns per-sample (local max, local sum exp(z - max), sum of label logits / |y|)."""
+        B = h.shape[0]
+        act.z = np.empty(len(act.ids), dtype=np.float32)
+        lmax = np.empty(B, dtype=np.float32)
+        lsum = np.empty(B, dtype=np.float32)
+        llab = np.empty(B, dtype=np.float32)
+        output_logits(h, self.params.W, self.bias.b, act.ptr, act.ids, act.n_lab, inv_ylen, act.z, lmax, lsum, llab)
+        return lmax, lsum, llab
+
+    def backward(
+        self,
+        h: np.ndarray,
+        act: ActiveSet,
+        inv_ylen: np.ndarray,
+        gmax: np.ndarray,
+        gsum: np.ndarray,
+        batch_size: int,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(dL/dz per active entry, this rank's part of dL/dh) from the global softmax statistics."""
+        delta = np.empty(len(act.ids), dtype=np.float32)
+        dh = np.empty_like(h)
+        output_backward(
+            h, self.params.W, act.ptr, act.ids, act.n_lab, inv_ylen, act.z, gmax, gsum, 1.0 / batch_size, delta, dh
+        )
+        return delta, dh
+
+    def update(self, h: np.ndarray, act: ActiveSet, delta: np.ndarray, adam: Adam, step: int) -> None:
+        samples = np.repeat(np.arange(h.shape[0], dtype=np.int32), np.diff(act.ptr))
+        rows, coef_sum = self.params.update(act.ids, samples, delta, h, adam, step)
+        adam_at(self.bias.b, self.bias.m, self.bias.v, rows, coef_sum, adam.lr, adam.beta1, adam.beta2, adam.eps, step)
+
+    # -- inference ----------------------------------------------------------------------------------------
+
+    def exact_topk(self, h: np.ndarray, k: int, chunk: int = 32768) -> tuple[np.ndarray, np.ndarray]:
+        """Best k (scores, global ids) of this rank's neurons for every row of h, by full matrix products."""
+        B = h.shape[0]
+        k = min(k, len(self.owned))
+        scores = np.full((B, k), -np.inf, dtype=np.float32)
+        ids = np.full((B, k), -1, dtype=np.int64)
+        W, b = self.params.W, self.bias.b
+        for start in range(0, len(self.owned), chunk):
+            block = h @ W[start : start + chunk].T + b[start : start + chunk]
+            merge_topk(scores, ids, np.ascontiguousarray(block, dtype=np.float32), start)
+        return scores, np.where(ids >= 0, self.owned[np.maximum(ids, 0)], -1)
+
+    def sampled_topk(self, h: np.ndarray, k: int, seed: int, step: int) -> tuple[np.ndarray, np.ndarray]:
+        """Best k among the LSH-retrieved neurons only (no labels forced in): SLIDE's sparse inference."""
+        B = h.shape[0]
+        no_labels = np.zeros(B + 1, dtype=np.int64)
+        act = self.select(h, no_labels, np.zeros(0, dtype=np.int32), seed, step)
+        ones = np.zeros(B, dtype=np.float32)
+        self.logits(h, act, ones)
+        scores = np.full((B, k), -np.inf, dtype=np.float32)
+        ids = np.full((B, k), -1, dtype=np.int64)
+        sparse_topk(act.ptr, act.ids, act.z, self.owned, scores, ids)
+        return scores, ids
+
+    # -- checkpoints --------------------------------------------------------------------------------------
+
+    def state(self, prefix: str) -> dict[str, np.ndarray]:
+        out = {**self.params.arrays(prefix), **self.bias.arrays(prefix)}
+        out[f"{prefix}redraws"] = np.array(self.redraws)
+        if self.tables is not None:
+            out.update({f"{prefix}family.{k}": v for k, v in self.family.state().items()})
+            out[f"{prefix}tables.offsets"] = self.tables.offsets
+            out[f"{prefix}tables.ids"] = self.tables.ids
+        return out
+
+    def load_state(self, prefix: str, state: dict[str, np.ndarray]) -> None:
+        self.params.load(prefix, state)
+        self.bias.load(prefix, state)
+        self.redraws = int(state[f"{prefix}redraws"])
+        if self.tables is not None:
+            fam = f"{prefix}family."
+            self.family.load_state({k[len(fam) :]: v for k, v in state.items() if k.startswith(fam)})
+            self.tables.offsets = np.ascontiguousarray(state[f"{prefix}tables.offsets"])
+            self.tables.ids = np.ascontiguousarray(state[f"{prefix}tables.ids"])

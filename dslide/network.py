@@ -1,0 +1,198 @@
+"""A dslide network on one rank: the forward/backward of one batch, model-parallel across ranks.
+
+Flow of one training step (P ranks; P = 1 is one node, the same code path):
+  sparse batch -> hidden slice (each rank its neurons) -> Allgather -> full hidden vector
+  -> LSH sample of this rank's output neurons -> sparse logits
+  -> softmax statistics combined across ranks (reduce: Allreduce of max and sums; gather: Allgather of logits)
+  -> deltas -> this rank's dL/dh -> Reduce_scatter to the owners of the hidden slices -> local Adam updates.
+Only activations and their gradients cross the network; weight gradients never do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from dslide.comm import Communicator
+from dslide.config import NetworkConfig, TrainConfig
+from dslide.layers import Adam, DenseHiddenLayer, SampledOutputLayer, SparseInputLayer
+from dslide.partition import all_owned, global_to_local
+
+
+@dataclass
+class Batch:
+    """CSR arrays of one mini-batch (a slice of a SparseDataset)."""
+
+    x_ptr: np.ndarray
+    x_idx: np.ndarray
+    x_val: np.ndarray
+    y_ptr: np.ndarray
+    y_idx: np.ndarray
+
+    @classmethod
+    def from_dataset(cls, ds, rows: np.ndarray) -> Batch:
+        sub = ds.subset(rows)
+        return cls(sub.feat_indptr, sub.feat_indices, sub.feat_values, sub.label_indptr, sub.label_indices)
+
+    @property
+    def size(self) -> int:
+        return len(self.x_ptr) - 1
+
+
+@dataclass
+class StepResult:
+    loss: float  # mean soft-target cross-entropy over the batch
+    active: int  # active output neurons summed over samples, on this rank
+
+
+class Network:
+    def __init__(self, net: NetworkConfig, train: TrainConfig, comm: Communicator) -> None:
+        self.cfg = net
+        self.train_cfg = train
+        self.comm = comm
+        self.adam = Adam.from_config(train)
+        P, r = comm.size, comm.rank
+        widths = list(net.hidden)
+        # hidden_cols[i][p]: the neurons of hidden layer i that rank p owns (its columns of the full vector)
+        self.hidden_cols = [all_owned(w, P, train.partition) for w in widths]
+        self.hidden: list[SparseInputLayer | DenseHiddenLayer] = [
+            SparseInputLayer(net.num_features, widths[0], self.hidden_cols[0][r], train.seed, 0, net.init_scale)
+        ]
+        for i in range(1, len(widths)):
+            self.hidden.append(
+                DenseHiddenLayer(widths[i - 1], widths[i], self.hidden_cols[i][r], train.seed, i, net.init_scale)
+            )
+        owned_out = all_owned(net.num_labels, P, train.partition)[r]
+        self.out_g2l = global_to_local(net.num_labels, owned_out)
+        self.output = SampledOutputLayer(
+            widths[-1],
+            net.num_labels,
+            owned_out,
+            net.lsh,
+            net.sampling,
+            net.schedule,
+            train.seed,
+            len(widths),
+            net.init_scale,
+            r,
+        )
+
+    # -- forward through the hidden layers ------------------------------------------------------------------
+
+    def _hidden_forward(self, batch: Batch) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """(local activations, full activations) of every hidden layer."""
+        local, full = [], []
+        a = self.hidden[0].forward(batch.x_ptr, batch.x_idx, batch.x_val)
+        for i, layer in enumerate(self.hidden):
+            if i > 0:
+                a = layer.forward(full[-1])
+            local.append(a)
+            full.append(self.comm.allgather_columns(a, self.hidden_cols[i], self.cfg.hidden[i]))
+        return local, full
+
+    def _local_labels(self, batch: Batch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """This rank's labels of each sample as local ids (CSR), and 1/|y| over all labels (0 if none)."""
+        local = self.out_g2l[batch.y_idx]
+        keep = local >= 0
+        sample = np.repeat(np.arange(batch.size), np.diff(batch.y_ptr))
+        ptr = np.zeros(batch.size + 1, dtype=np.int64)
+        np.cumsum(np.bincount(sample[keep], minlength=batch.size), out=ptr[1:])
+        ylen = np.diff(batch.y_ptr).astype(np.float32)
+        inv_ylen = np.divide(1.0, ylen, out=np.zeros_like(ylen), where=ylen > 0)
+        return ptr, local[keep].astype(np.int32), inv_ylen
+
+    # -- the softmax across ranks -----------------------------------------------------------------------------
+
+    def _softmax_stats(self, act, lmax, lsum, llab, batch: Batch, inv_ylen):
+        """Global (max, sum of exp(z - max), loss per sample) from this rank's share of the logits."""
+        has_labels = (inv_ylen > 0).astype(np.float32)
+        if self.train_cfg.softmax == "reduce" or self.comm.size == 1:
+            gmax = self.comm.allreduce(lmax, "max")
+            with np.errstate(invalid="ignore", over="ignore"):
+                scaled = np.where(lsum > 0, lsum * np.exp(lmax - gmax), np.float32(0)).astype(np.float32)
+            sums = self.comm.allreduce(np.stack([scaled, llab]), "sum")
+            gsum, lab = sums[0], sums[1]
+        else:
+            gmax, gsum, lab = self._gathered_softmax(act, batch, inv_ylen)
+        loss = has_labels * (gmax + np.log(np.maximum(gsum, np.float32(1e-30)))) - lab
+        return gmax.astype(np.float32), gsum.astype(np.float32), loss
+
+    def _gathered_softmax(self, act, batch: Batch, inv_ylen):
+        """The paper's variant: every rank receives every sampled (id, logit) pair and reduces them itself."""
+        B = batch.size
+        counts = np.diff(act.ptr).astype(np.int32)
+        all_counts, _ = self.comm.allgatherv(counts)
+        all_ids, _ = self.comm.allgatherv(self.output.owned[act.ids].astype(np.int32))
+        all_z, _ = self.comm.allgatherv(act.z)
+        sample = np.tile(np.arange(B), self.comm.size)
+        entry_sample = np.repeat(sample, all_counts)
+        gmax = np.full(B, -np.inf, dtype=np.float32)
+        np.maximum.at(gmax, entry_sample, all_z)
+        gsum = np.bincount(entry_sample, weights=np.exp(all_z - gmax[entry_sample]), minlength=B)
+        label_sample = np.repeat(np.arange(B), np.diff(batch.y_ptr))
+        width = np.int64(self.cfg.num_labels)
+        is_label = np.isin(entry_sample * width + all_ids, label_sample * width + batch.y_idx)
+        lab = np.bincount(entry_sample[is_label], weights=all_z[is_label], minlength=B) * inv_ylen
+        return gmax, gsum.astype(np.float32), lab.astype(np.float32)
+
+    # -- one training step ----------------------------------------------------------------------------------
+
+    def train_step(self, batch: Batch, step: int) -> StepResult:
+        """Forward, backward and Adam update for one batch; step is the 0-based global step."""
+        self.output.maybe_refresh(step)
+        adam_step = step + 1
+        local, full = self._hidden_forward(batch)
+        h = full[-1]
+        lab_ptr, lab_ids, inv_ylen = self._local_labels(batch)
+        act = self.output.select(h, lab_ptr, lab_ids, self.train_cfg.seed, step)
+        lmax, lsum, llab = self.output.logits(h, act, inv_ylen)
+        gmax, gsum, loss = self._softmax_stats(act, lmax, lsum, llab, batch, inv_ylen)
+        delta, dh = self.output.backward(h, act, inv_ylen, gmax, gsum, batch.size)
+        self.output.update(h, act, delta, self.adam, adam_step)
+        # Back through the hidden layers: the dL/dh partials of all ranks are summed at each slice's owner.
+        for i in range(len(self.hidden) - 1, -1, -1):
+            da = self.comm.reduce_scatter_columns(dh, self.hidden_cols[i])
+            layer = self.hidden[i]
+            if i == 0:
+                layer.backward(batch.x_ptr, batch.x_idx, batch.x_val, local[0], da, self.adam, adam_step)
+            else:
+                dh = layer.backward(full[i - 1], local[i], da, self.adam, adam_step)
+        return StepResult(loss=float(loss.mean()), active=len(act.ids))
+
+    # -- inference ------------------------------------------------------------------------------------------
+
+    def predict_topk(self, batch: Batch, k: int, mode: str = "exact", step: int = 0) -> np.ndarray | None:
+        """Global top-k label ids per sample on rank 0 (None elsewhere): local top-k, then a P x k gather."""
+        _, full = self._hidden_forward(batch)
+        h = full[-1]
+        if mode == "lsh" and self.output.tables is not None:
+            scores, ids = self.output.sampled_topk(h, k, self.train_cfg.seed + 1, step)
+        else:
+            scores, ids = self.output.exact_topk(h, k)
+        if scores.shape[1] < k:  # a rank with fewer than k neurons pads with -inf
+            pad = k - scores.shape[1]
+            scores = np.pad(scores, ((0, 0), (0, pad)), constant_values=-np.inf)
+            ids = np.pad(ids, ((0, 0), (0, pad)), constant_values=-1)
+        all_scores = self.comm.gather_to_root(scores)
+        all_ids = self.comm.gather_to_root(ids)
+        if all_scores is None:
+            return None
+        cand_scores = np.concatenate(list(all_scores), axis=1)
+        cand_ids = np.concatenate(list(all_ids), axis=1)
+        order = np.argsort(-cand_scores, axis=1, kind="stable")[:, :k]
+        return np.take_along_axis(cand_ids, order, axis=1)
+
+    # -- checkpoints ----------------------------------------------------------------------------------------
+
+    def state(self) -> dict[str, np.ndarray]:
+        out: dict[str, np.ndarray] = {}
+        for i, layer in enumerate(self.hidden):
+            out.update(layer.state(f"hidden{i}."))
+        out.update(self.output.state("output."))
+        return out
+
+    def load_state(self, state: dict[str, np.ndarray]) -> None:
+        for i, layer in enumerate(self.hidden):
+            layer.load_state(f"hidden{i}.", state)
+        self.output.load_state("output.", state)

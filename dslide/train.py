@@ -1,0 +1,247 @@
+"""The training loop: epochs, evaluation, checkpoints, progress and metrics.jsonl (rank 0 writes)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import resource
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numba
+import numpy as np
+
+from dslide import checkpoint
+from dslide.comm import Communicator
+from dslide.config import NetworkConfig, TrainConfig, to_dict
+from dslide.data.batching import batches, num_batches
+from dslide.data.dataset import SparseDataset
+from dslide.metrics import precision_at_k
+from dslide.network import Batch, Network
+
+
+class ConfigMismatchError(RuntimeError):
+    """Ranks were started with different configurations or data."""
+
+
+@dataclass
+class Position:
+    """Where training stands; saved in checkpoints so a resumed run continues exactly."""
+
+    epoch: int = 0
+    step_in_epoch: int = 0
+    global_step: int = 0
+    loss_sum: float = 0.0
+    active_sum: float = 0.0
+    samples: int = 0
+    train_seconds: float = 0.0
+    comm_seconds: float = 0.0
+    bytes_sent: int = 0
+    bytes_received: int = 0
+    records: list[dict[str, Any]] = field(default_factory=list)
+
+    def start_epoch(self) -> None:
+        self.step_in_epoch = 0
+        self.loss_sum = self.active_sum = self.train_seconds = self.comm_seconds = 0.0
+        self.samples = self.bytes_sent = self.bytes_received = 0
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def check_consistency(comm: Communicator, net: NetworkConfig, train: TrainConfig, *datasets: SparseDataset) -> None:
+    """Every rank must run the same configuration on the same data; name the ranks that differ."""
+    text = json.dumps([to_dict(net), to_dict(train), [d.fingerprint() for d in datasets]], sort_keys=True)
+    mine = hashlib.sha256(text.encode()).hexdigest()[:16]
+    everyone = comm.allgather_object(mine)
+    if len(set(everyone)) > 1:
+        odd = [r for r, h in enumerate(everyone) if h != everyone[0]]
+        raise ConfigMismatchError(
+            f"ranks {odd} disagree with rank 0 on the configuration or the dataset "
+            f"(fingerprints {everyone}); start every rank with the same flags and the same data files"
+        )
+
+
+def evaluate(net: Network, ds: SparseDataset, mode: str, batch_size: int = 512, step: int = 0) -> dict[str, float]:
+    """P@1/3/5 over ds (all ranks take part; rank 0 gets the numbers, others get {})."""
+    tops = []
+    for start in range(0, len(ds), batch_size):
+        rows = np.arange(start, min(start + batch_size, len(ds)))
+        top = net.predict_topk(Batch.from_dataset(ds, rows), 5, mode, step)
+        if top is not None:
+            tops.append(top)
+    if not tops:
+        return {}
+    top = np.concatenate(tops)
+    return {f"p@{k}": precision_at_k(top, ds.label_indptr, ds.label_indices, k) for k in (1, 3, 5)}
+
+
+class _Progress:
+    """A rich progress bar on rank 0 (samples/s, loss, active neurons per sample); silent elsewhere."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.bar = None
+        if enabled:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+            self.bar = Progress(
+                TextColumn("epoch {task.fields[epoch]}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeRemainingColumn(),
+                TextColumn("{task.fields[info]}"),
+            )
+            self.bar.start()
+            self.task = None
+
+    def epoch(self, epoch: int, total: int, done: int) -> None:
+        if self.bar is not None:
+            if self.task is not None:
+                self.bar.remove_task(self.task)
+            self.task = self.bar.add_task("train", total=total, completed=done, epoch=epoch, info="")
+
+    def update(self, info: str) -> None:
+        if self.bar is not None:
+            self.bar.update(self.task, advance=1, info=info)
+
+    def stop(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def train(
+    net_cfg: NetworkConfig,
+    cfg: TrainConfig,
+    train_ds: SparseDataset,
+    test_ds: SparseDataset,
+    out_dir: Path,
+    comm: Communicator | None = None,
+    resume: bool = False,
+) -> list[dict[str, Any]]:
+    """Train for cfg.epochs; returns the per-epoch metrics records (rank 0 also writes them)."""
+    comm = comm or Communicator()
+    numba.set_num_threads(cfg.threads)
+    check_consistency(comm, net_cfg, cfg, train_ds, test_ds)
+    out_dir = Path(out_dir)
+    ckpt_dir = out_dir / "checkpoint"
+    if comm.rank == 0:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    net = Network(net_cfg, cfg, comm)
+    pos = Position()
+    if resume:
+        loaded = checkpoint.load(ckpt_dir, comm)
+        if loaded is not None:
+            arrays, meta = loaded
+            net.load_state(arrays)
+            pos = Position(**meta["position"])
+    eval_slice = test_ds.subset(np.arange(min(cfg.eval_slice, len(test_ds))))
+    steps_per_epoch = num_batches(len(train_ds), cfg.batch_size)
+    run_steps = min(steps_per_epoch, cfg.max_steps) if cfg.max_steps else steps_per_epoch
+    progress = _Progress(cfg.progress and comm.rank == 0)
+
+    def save_checkpoint() -> None:
+        meta = {
+            "global_step": pos.global_step,
+            "ranks": comm.size,
+            "position": pos.__dict__,
+            "network": to_dict(net_cfg),
+            "train": to_dict(cfg),
+        }
+        checkpoint.save(ckpt_dir, comm, net.state(), meta)
+
+    try:
+        while pos.epoch < cfg.epochs:
+            progress.epoch(pos.epoch + 1, run_steps, pos.step_in_epoch)
+            for i, rows in enumerate(batches(len(train_ds), cfg.batch_size, cfg.seed, pos.epoch)):
+                if i >= run_steps:
+                    break
+                if i < pos.step_in_epoch:
+                    continue
+                comm.reset_stats()
+                t0 = time.perf_counter()
+                res = net.train_step(Batch.from_dataset(train_ds, rows), pos.global_step)
+                pos.train_seconds += time.perf_counter() - t0
+                stats = comm.stats
+                pos.comm_seconds += stats.seconds
+                pos.bytes_sent += stats.total_sent()
+                pos.bytes_received += stats.total_received()
+                pos.loss_sum += res.loss * len(rows)
+                pos.active_sum += res.active
+                pos.samples += len(rows)
+                pos.step_in_epoch = i + 1
+                pos.global_step += 1
+                progress.update(
+                    f"{pos.samples / max(pos.train_seconds, 1e-9):,.0f} samples/s  loss {res.loss:.3f}  "
+                    f"active/sample {res.active / len(rows):,.0f}"
+                )
+                if cfg.eval_every and pos.global_step % cfg.eval_every == 0:
+                    scores = evaluate(net, eval_slice, cfg.eval_mode, step=pos.global_step)
+                    if comm.rank == 0:
+                        line = {
+                            "epoch": pos.epoch + 1,
+                            "step": pos.global_step,
+                            **scores,
+                            "train_seconds": pos.train_seconds,
+                        }
+                        with open(out_dir / "eval.jsonl", "a") as f:
+                            f.write(json.dumps(line) + "\n")
+                if cfg.checkpoint_every and pos.global_step % cfg.checkpoint_every == 0:
+                    save_checkpoint()
+            record = _epoch_record(net, comm, cfg, pos, test_ds, steps_per_epoch)
+            pos.records.append(record)
+            pos.epoch += 1
+            pos.start_epoch()
+            if comm.rank == 0:
+                text = "".join(json.dumps(r) + "\n" for r in pos.records)
+                checkpoint.atomic_write_text(out_dir / "metrics.jsonl", text)
+            save_checkpoint()
+    finally:
+        progress.stop()
+    return pos.records
+
+
+def _epoch_record(
+    net: Network, comm: Communicator, cfg: TrainConfig, pos: Position, test_ds: SparseDataset, steps_per_epoch: int
+) -> dict[str, Any]:
+    """The epoch's metrics line: test P@k, time, throughput, and communication summed over ranks."""
+    t0 = time.perf_counter()
+    comm.reset_stats()
+    scores = evaluate(net, test_ds, cfg.eval_mode, step=pos.global_step)
+    eval_seconds = time.perf_counter() - t0
+    eval_bytes = comm.stats.total_sent()
+    comm.reset_stats()
+    loss = comm.sum_scalar(pos.loss_sum) / comm.size  # every rank holds the same global loss
+    active = comm.sum_scalar(pos.active_sum)
+    train_seconds = comm.max_scalar(pos.train_seconds)
+    comm_seconds = comm.sum_scalar(pos.comm_seconds) / comm.size
+    rss = comm.allgather_object(round(peak_rss_mb(), 1))
+    samples = max(pos.samples, 1)
+    return {
+        "system": "dslide",
+        "epoch": pos.epoch + 1,
+        "step": pos.global_step,
+        "steps": pos.step_in_epoch,
+        "steps_per_epoch": steps_per_epoch,
+        "p@1": scores.get("p@1"),
+        "p@3": scores.get("p@3"),
+        "p@5": scores.get("p@5"),
+        "loss": loss / samples,
+        "epoch_time_s": train_seconds,
+        "samples_per_s": pos.samples / max(train_seconds, 1e-9),
+        "avg_active": active / samples,
+        "peak_rss_mb": max(rss),
+        "peak_rss_mb_per_rank": rss,
+        "ranks": comm.size,
+        "nodes": comm.size,
+        "threads": cfg.threads,
+        "bytes_sent": int(comm.sum_scalar(pos.bytes_sent)),
+        "bytes_received": int(comm.sum_scalar(pos.bytes_received)),
+        "comm_time_s": comm_seconds,
+        "compute_time_s": train_seconds - comm_seconds,
+        "eval_time_s": eval_seconds,
+        "eval_bytes_sent": int(comm.sum_scalar(eval_bytes)),
+        "eval_mode": cfg.eval_mode,
+    }
