@@ -1,0 +1,101 @@
+"""D-SLIDE over real MPI processes: P ranks compute what 1 rank computes, and the bytes match the formula."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.mpi
+
+
+def mpiexec() -> str:
+    local = Path(sys.executable).parent / "mpiexec"
+    return str(local) if local.exists() else "mpiexec"
+
+
+def run_ranks(tmp: Path, P: int, softmax="reduce", partition="contiguous", hidden="12") -> list[dict]:
+    out = tmp / f"p{P}-{softmax}-{partition}-{hidden}"
+    out.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "NUMBA_NUM_THREADS": "1"}
+    cmd = [
+        mpiexec(),
+        "-n",
+        str(P),
+        sys.executable,
+        "-m",
+        "tests.dslide.mpi_steps",
+        str(out),
+        softmax,
+        partition,
+        hidden,
+    ]
+    subprocess.run(cmd, check=True, cwd=ROOT, env=env, timeout=300)
+    return [dict(np.load(out / f"rank{r}.npz")) for r in range(P)]
+
+
+def assemble(shards: list[dict], hidden_layers: int) -> dict[str, np.ndarray]:
+    """Full weight matrices from the ranks' shards, placing every neuron by its global id."""
+    full = {}
+    n_out = sum(len(s["out_owned"]) for s in shards)
+    for key in ("output.W", "output.b"):
+        first = shards[0][key]
+        arr = np.zeros((n_out, *first.shape[1:]), dtype=first.dtype)
+        for s in shards:
+            arr[s["out_owned"]] = s[key]
+        full[key] = arr
+    for i in range(hidden_layers):
+        width = sum(len(s[f"hidden{i}.owned"]) for s in shards)
+        W0 = shards[0][f"hidden{i}.W"]
+        W = np.zeros((W0.shape[0], width), dtype=W0.dtype)
+        b = np.zeros(width, dtype=W0.dtype)
+        for s in shards:
+            W[:, s[f"hidden{i}.owned"]] = s[f"hidden{i}.W"]
+            b[s[f"hidden{i}.owned"]] = s[f"hidden{i}.b"]
+        full[f"hidden{i}.W"], full[f"hidden{i}.b"] = W, b
+    return full
+
+
+@pytest.fixture(scope="module")
+def one_rank(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("one")
+    return {hidden: run_ranks(tmp, 1, hidden=hidden) for hidden in ("12", "10,7")}
+
+
+@pytest.mark.parametrize(
+    "P,softmax,partition,hidden",
+    [
+        (2, "reduce", "contiguous", "12"),
+        (3, "gather", "contiguous", "12"),
+        (4, "reduce", "strided", "12"),
+        (3, "reduce", "contiguous", "10,7"),
+    ],
+)
+def test_p_ranks_train_like_one_rank(tmp_path, one_rank, P, softmax, partition, hidden):
+    layers = len(hidden.split(","))
+    shards = run_ranks(tmp_path, P, softmax, partition, hidden)
+    want = assemble(one_rank[hidden], layers)
+    got = assemble(shards, layers)
+    for s in shards:  # every rank reports the same, global, loss
+        np.testing.assert_allclose(s["losses"], one_rank[hidden][0]["losses"], rtol=1e-5)
+    for key in want:
+        np.testing.assert_allclose(got[key], want[key], rtol=1e-4, atol=1e-6, err_msg=key)
+
+
+def test_bytes_match_the_analytic_formula(tmp_path):
+    """Per step and summed over ranks: hidden all-gather + dL/dh reduce-scatter + softmax all-reduces."""
+    P, B, H = 4, 16, 12
+    shards = run_ranks(tmp_path, P, hidden=str(H))
+    sent = sum(s["sent"] for s in shards)
+    received = sum(s["received"] for s in shards)
+    allgather = (P - 1) * B * H * 4  # every rank receives the others' slices
+    reduce_scatter = (P - 1) * B * H * 4  # every rank receives the others' partials of its slice
+    softmax = P * 2 * (P - 1) * (B + 2 * B) * 4 // P  # max (B floats), then sum-exp and label logits (2B)
+    expected = allgather + reduce_scatter + softmax
+    np.testing.assert_array_equal(sent, expected)
+    np.testing.assert_array_equal(received, expected)
