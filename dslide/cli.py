@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import click
@@ -73,14 +74,19 @@ def train(**opts) -> None:
     """Train a network; under `mpiexec -n P` the neurons of every layer are split across the P ranks."""
     from dslide.comm import Communicator
 
+    from dslide.train import ConfigMismatchError
+
     comm = Communicator()
     try:
         _train(comm, **opts)
     except Exception as exc:  # one failing rank must stop the whole job, loudly, not hang the others
         where = f"rank {comm.rank} of {comm.size}" if comm.size > 1 else "dslide"
-        click.echo(f"dslide train: {where} failed: {type(exc).__name__}: {exc}", err=True)
+        collective = isinstance(exc, ConfigMismatchError)  # every rank saw it: a clean exit, rank 0 explains
+        if comm.rank == 0 or not collective:
+            click.echo(f"dslide train: {where} failed: {type(exc).__name__}: {exc}", err=True)
         sys.stderr.flush()
-        if comm.size > 1:
+        if comm.size > 1 and not collective:
+            time.sleep(1.0)  # let mpiexec forward this rank's stderr before the abort tears the job down
             comm.abort(1)
         sys.exit(1)
 
