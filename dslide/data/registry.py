@@ -1,0 +1,192 @@
+"""Where datasets live (the data directory) and which ones exist: real datasets and synthetic presets.
+
+Layout: DATA_DIR/NAME/train.txt and DATA_DIR/NAME/test.txt in the XC text format for every dataset (real ones
+after `harness data fetch NAME`, synthetic ones after `harness data make NAME`, or on demand here).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+DATA_DIR_ENV = "DSLIDE_DATA_DIR"
+
+
+@dataclass(frozen=True)
+class RealDataset:
+    """A published dataset: where to download it, what the archive holds, and its published shape."""
+
+    name: str
+    title: str
+    kind: str  # "xc": archive holds XC train/test files; "text": archive holds one plain-text corpus
+    url: str
+    archive_name: str
+    archive_size: int | None  # bytes; None = not published / unknown
+    archive_sha256: str | None  # None = unknown (then only the size, if known, is checked)
+    members: tuple[str, ...]  # files inside the archive: (train, test) for xc, (corpus,) for text
+    num_features: int
+    num_labels: int
+    num_train: int
+    num_test: int
+    source: str  # where the shape and location come from
+    window: int = 2  # text only: skip-gram window
+    train_fraction: float = 0.8  # text only: first part of the stream is train
+
+    def describe(self) -> str:
+        return (
+            f"{self.num_features:,} features, {self.num_labels:,} labels, {self.num_train:,}/{self.num_test:,} points"
+        )
+
+
+_XC_REPO = "The Extreme Classification Repository (http://manikvarma.org/downloads/XC/XMLRepository.html)"
+_DRIVE = "https://drive.google.com/uc?export=download&id="
+
+REAL: dict[str, RealDataset] = {
+    d.name: d
+    for d in (
+        RealDataset(
+            name="amazon-670k",
+            title="Amazon-670K (bag-of-words)",
+            kind="xc",
+            url=_DRIVE + "0B3lPMIHmG6vGdUJwRzltS1dvUVk",
+            archive_name="Amazon-670K.zip",
+            archive_size=None,
+            archive_sha256=None,
+            members=("Amazon/amazon_train.txt", "Amazon/amazon_test.txt"),
+            num_features=135_909,
+            num_labels=670_091,
+            num_train=490_449,
+            num_test=153_025,
+            source=_XC_REPO + "; the SLIDE README links the same file",
+        ),
+        RealDataset(
+            name="delicious-200k",
+            title="Delicious-200K (formerly DeliciousLarge)",
+            kind="xc",
+            url=_DRIVE + "0B3lPMIHmG6vGR3lBWWYyVlhDLWM",
+            archive_name="DeliciousLarge.zip",
+            archive_size=None,
+            archive_sha256=None,
+            members=("DeliciousLarge/deliciousLarge_train.txt", "DeliciousLarge/deliciousLarge_test.txt"),
+            num_features=782_585,
+            num_labels=205_443,
+            num_train=196_606,
+            num_test=100_095,
+            source=_XC_REPO,
+        ),
+        RealDataset(
+            name="wikilshtc-325k",
+            title="WikiLSHTC-325K",
+            kind="xc",
+            url=_DRIVE + "0B3lPMIHmG6vGSHE1SWx4TVRva3c",
+            archive_name="WikiLSHTC.zip",
+            archive_size=None,
+            archive_sha256=None,
+            members=("WikiLSHTC/wikiLSHTC_train.txt", "WikiLSHTC/wikiLSHTC_test.txt"),
+            num_features=1_617_899,
+            num_labels=325_056,
+            num_train=1_778_351,
+            num_test=587_084,
+            source=_XC_REPO,
+        ),
+        RealDataset(
+            name="text8-wiki",
+            title="Text8 (first 10^8 bytes of cleaned English Wikipedia) as skip-gram, window 2",
+            kind="text",
+            url="http://mattmahoney.net/dc/text8.zip",
+            archive_name="text8.zip",
+            archive_size=31_344_016,  # the size TensorFlow's word2vec tutorial checks
+            archive_sha256=None,
+            members=("text8",),
+            # Reported for the SLIDE line of work (not verified): 253,855-word vocabulary, 17,005,207 tokens.
+            num_features=253_855,
+            num_labels=253_855,
+            num_train=13_604_165,
+            num_test=3_401_042,
+            source="http://mattmahoney.net/dc/textdata.html; split sizes as reported for SLIDE/D-SLIDE",
+        ),
+    )
+}
+
+
+class DatasetNotAvailableError(FileNotFoundError):
+    """A real dataset that has not been fetched into the data directory yet."""
+
+
+def data_dir(override: str | None = None) -> Path:
+    """The data directory: `override`, else $DSLIDE_DATA_DIR, else ~/.cache/dslide/data."""
+    if override:
+        return Path(override).expanduser()
+    env = os.environ.get(DATA_DIR_ENV)
+    if env:
+        return Path(env).expanduser()
+    return Path.home() / ".cache" / "dslide" / "data"
+
+
+def _root(override: Path | None) -> Path:
+    return Path(override) if override is not None else data_dir()
+
+
+def dataset_dir(name: str, data_dir: Path | None = None, seed: int = 0) -> Path:
+    """DATA_DIR/NAME (synthetic presets made with a seed other than 0: DATA_DIR/NAME-seedS)."""
+    return _root(data_dir) / (name if seed == 0 else f"{name}-seed{seed}")
+
+
+def known_names() -> list[str]:
+    from dslide.data.synthetic import PRESETS
+
+    return [*REAL, *PRESETS]
+
+
+def dataset_paths(name: str, data_dir: Path | None = None, make: bool = True, seed: int = 0) -> tuple[Path, Path]:
+    """(train, test) XC files of a dataset.
+
+    Synthetic presets are generated (with `seed`) and written if missing and `make` is true. Real datasets must
+    have been fetched with `harness data fetch NAME`; otherwise DatasetNotAvailableError says so.
+    """
+    from dslide.data.synthetic import PRESETS
+
+    if name not in REAL and name not in PRESETS:
+        raise KeyError(f"unknown dataset {name!r}; known: {', '.join(known_names())}")
+    if name in REAL and seed != 0:
+        raise ValueError(f"{name} is a real dataset; seed applies to synthetic presets only")
+    folder = dataset_dir(name, data_dir, seed)
+    train, test = folder / "train.txt", folder / "test.txt"
+    if train.is_file() and test.is_file():
+        return train, test
+    if name in REAL:
+        raise DatasetNotAvailableError(
+            f"{name} is not in {folder.parent}: run `harness data fetch {name}"
+            + (f" --data-dir {folder.parent}`" if data_dir is not None else "`")
+        )
+    if not make:
+        raise DatasetNotAvailableError(
+            f"synthetic preset {name} is not in {folder.parent}: run `harness data make {name}`"
+        )
+    return make_preset_files(name, folder.parent, seed)
+
+
+def make_preset_files(name: str, data_dir: Path | None = None, seed: int = 0) -> tuple[Path, Path]:
+    """Generate a synthetic preset and write its train/test XC files (+ meta.json); returns their paths."""
+    from dslide.data.summary import summarize
+    from dslide.data.synthetic import PRESETS, make_preset
+    from dslide.data.xc_format import write_xc
+
+    folder = dataset_dir(name, data_dir, seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    train, test = make_preset(name, seed)
+    write_xc(folder / "train.txt", train)
+    write_xc(folder / "test.txt", test)
+    meta = {
+        "name": name,
+        "seed": seed,
+        "params": asdict(PRESETS[name]),
+        "train": summarize(train),
+        "test": summarize(test),
+    }
+    tmp = folder / "meta.json.tmp"
+    tmp.write_text(json.dumps(meta, indent=2) + "\n")
+    os.replace(tmp, folder / "meta.json")
+    return folder / "train.txt", folder / "test.txt"
