@@ -1,0 +1,127 @@
+"""Emulated clusters: what up() builds, that every way of ending removes it, and stale cleanup."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from harness.cluster import Cluster, ClusterError
+from harness.state import read_state, state_path
+from tests.harness.conftest import leftovers
+
+pytestmark = pytest.mark.root
+
+
+def _tc(*argv: str) -> str:
+    return subprocess.run(["tc", *argv], capture_output=True, text=True, check=True).stdout
+
+
+def test_up_builds_shaped_nodes_and_down_removes_everything(make_cluster):
+    cluster = make_cluster(2, "100mbit", mtu=9000)
+    state = read_state(state_path(cluster.prefix))
+    assert [n.address for n in state.nodes] == cluster.addresses
+    for node in state.nodes:
+        upload = _tc("-n", node.netns, "qdisc", "show", "dev", "eth0")
+        download = _tc("qdisc", "show", "dev", node.root_veth)
+        assert "tbf" in upload and "rate 100Mbit" in upload
+        assert "tbf" in download and "rate 100Mbit" in download
+        link = subprocess.run(["ip", "-n", node.netns, "-j", "addr", "show"], capture_output=True, text=True)
+        families = {a["family"] for dev in json.loads(link.stdout) for a in dev["addr_info"]}
+        assert families == {"inet"}  # IPv6 is off inside nodes
+        assert '"mtu":9000' in subprocess.run(["ip", "-n", node.netns, "-j", "link", "show", "eth0"],
+                                              capture_output=True, text=True).stdout  # fmt: skip
+    assert set(cluster.wire_counters()) == {"node0", "node1"}
+    cluster.down()
+    assert leftovers(cluster.prefix) == []
+
+
+def test_processes_left_in_nodes_are_killed_by_down(make_cluster):
+    cluster = make_cluster(1)
+    sleeper = subprocess.Popen(["ip", "netns", "exec", cluster.netns(0), "sleep", "300"])
+    try:
+        cluster.down()
+        assert sleeper.wait(timeout=5) == -signal.SIGKILL
+        assert leftovers(cluster.prefix) == []
+    finally:
+        sleeper.kill()
+
+
+OWNER = {
+    "with": """
+        import time
+        from harness.cluster import Cluster, ClusterError
+        with Cluster(2, "100mbit") as cluster:
+            print(cluster.prefix, flush=True)
+            time.sleep(300)
+    """,
+    "up": """
+        import time
+        from harness.cluster import Cluster, ClusterError
+        cluster = Cluster(2, "100mbit")
+        cluster.up()
+        print(cluster.prefix, flush=True)
+        time.sleep(300)
+    """,
+}
+
+
+def _owner(kind: str) -> tuple[subprocess.Popen[str], str]:
+    code = textwrap.dedent(OWNER[kind])
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    prefix = proc.stdout.readline().strip()
+    assert prefix.startswith("ds-"), "the owner process did not bring its cluster up"
+    return proc, prefix
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_sigterm_and_ctrl_c_tear_the_cluster_down(sig):
+    proc, prefix = _owner("with")
+    try:
+        assert leftovers(prefix) != []
+        proc.send_signal(sig)
+        proc.wait(timeout=10)
+        assert leftovers(prefix) == []
+    finally:
+        proc.kill()
+
+
+def test_down_stale_removes_clusters_of_killed_owners_only(make_cluster):
+    alive = make_cluster(1)
+    proc, prefix = _owner("up")
+    proc.send_signal(signal.SIGKILL)  # a crash: no teardown runs
+    proc.wait(timeout=10)
+    assert leftovers(prefix) != []
+    done = subprocess.run([sys.executable, "-m", "harness.cli", "cluster", "down", "--stale"],
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert f"removed {prefix}" in done.stdout
+    assert leftovers(prefix) == []
+    assert alive.status()["up"] is True  # a live run's cluster is not stale
+
+
+class ClusterFailingAtNode1(Cluster):
+    """A real cluster whose second node fails to come up (fault injection after real creation of node 0)."""
+
+    def _create_node(self, node):
+        if node.index == 1:
+            raise RuntimeError("injected failure while creating node1")
+        super()._create_node(node)
+
+
+def test_a_failed_up_leaves_nothing_behind():
+    cluster = ClusterFailingAtNode1(2, "100mbit")
+    with pytest.raises(RuntimeError, match="injected"):
+        cluster.up()
+    assert leftovers(cluster.prefix) == []
+
+
+def test_a_prefix_in_use_is_refused_and_not_touched(make_cluster):
+    first = make_cluster(1)
+    with pytest.raises(ClusterError, match="already in use"):
+        Cluster(1, "100mbit", prefix=first.prefix).up()
+    assert first.status()["up"] is True
