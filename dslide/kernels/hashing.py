@@ -1,0 +1,188 @@
+"""LSH kernels: signed random projections (SimHash), winner-take-all (WTA) and densified WTA (DWTA).
+
+Rows are hashed in blocks of ROW_BLOCK (one block per parallel work item). A block is first transposed to
+(dim, rows), so every comparison or addition runs across the block's rows with unit stride: LLVM turns that
+into plain SIMD loads and selects, where a per-row loop would need gathers (about 10x slower here).
+
+A table's code is the concatenation of its K hash values, first hash in the high bits; codes wider than
+the table's R bits are folded with a multiply-shift universal hash (Dietzfelbinger et al. 1997), one
+(odd multiplier, addend) pair per table.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from dslide.kernels.rng import mix64
+
+EMPTY = -1  # a DWTA bin with no nonzero coordinate, before densification
+MAX_PROBES = 64  # random probes for a nonempty bin before falling back to a cyclic scan
+ROW_BLOCK = 32  # rows hashed together (SIMD lanes); scratch is allocated once per block
+
+
+@numba.njit(inline="always", cache=True)
+def fold_code(code: np.uint64, code_bits: int, range_pow: int, mul: np.uint64, add: np.uint64) -> np.int32:
+    """The table's bucket id: the code itself when it fits in range_pow bits, else a universal hash of it."""
+    if code_bits <= range_pow:
+        return np.int32(code)
+    return np.int32((code * mul + add) >> np.uint64(64 - range_pow))
+
+
+@numba.njit(inline="always", cache=True)
+def probe_bin(key: np.uint64, bin_id: int, attempt: int, num_bins: int) -> int:
+    """The bin an empty bin borrows from on its attempt-th try: a fixed pseudo-random function of both."""
+    return np.int64(mix64(mix64(key ^ np.uint64(bin_id)) ^ np.uint64(attempt)) % np.uint64(num_bins))
+
+
+@numba.njit(cache=True)
+def load_block(x: np.ndarray, r0: int, nr: int, zero_to_neg_inf: bool, xt: np.ndarray) -> None:
+    """xt[i, r] = x[r0 + r, i]; with zero_to_neg_inf, exact zeros become -inf (they never win a WTA bin)."""
+    for r in range(nr):
+        for i in range(x.shape[1]):
+            v = x[r0 + r, i]
+            xt[i, r] = -np.inf if zero_to_neg_inf and v == 0.0 else v
+
+
+# -- SimHash (signed random projections) ---------------------------------------------------------------------
+
+
+@numba.njit(parallel=True, cache=True)
+def srp_hash(
+    x: np.ndarray,  # float32 (n, dim)
+    proj_idx: np.ndarray,  # int32 (K * L, nnz) coordinates each projection reads
+    proj_sign: np.ndarray,  # int8 (K * L, nnz) +-1
+    K: int,
+    range_pow: int,
+    fold_mul: np.ndarray,  # uint64 (L,)
+    fold_add: np.ndarray,  # uint64 (L,)
+    out: np.ndarray,  # int32 (n, L)
+) -> None:
+    n, dim = x.shape
+    L = out.shape[1]
+    P, nnz = proj_idx.shape
+    for blk in numba.prange((n + ROW_BLOCK - 1) // ROW_BLOCK):
+        r0 = blk * ROW_BLOCK
+        nr = min(ROW_BLOCK, n - r0)
+        xt = np.empty((dim, nr), dtype=np.float64)  # float64: signs of near-zero projections are stable
+        dot = np.empty(nr, dtype=np.float64)
+        code = np.zeros(nr, dtype=np.uint64)
+        for r in range(nr):
+            for i in range(dim):
+                xt[i, r] = x[r0 + r, i]
+        for t in range(L):
+            code[:] = 0
+            for k in range(K):
+                p = t * K + k
+                dot[:] = 0.0
+                for j in range(nnz):
+                    col = xt[proj_idx[p, j]]
+                    s = np.float64(proj_sign[p, j])
+                    for r in range(nr):
+                        dot[r] += s * col[r]
+                for r in range(nr):
+                    code[r] = (code[r] << np.uint64(1)) | np.uint64(1 if dot[r] > 0.0 else 0)
+            for r in range(nr):
+                out[r0 + r, t] = fold_code(code[r], K, range_pow, fold_mul[t], fold_add[t])
+
+
+# -- WTA and densified WTA -----------------------------------------------------------------------------------
+
+
+@numba.njit(cache=True)
+def block_argmax(xt, bin_coords, mark_empty: bool, best, pos, out) -> None:
+    """out[r, h] = position of the largest xt[:, r] among bin h's coordinates (the first one on ties).
+
+    With mark_empty, a bin whose largest value is -inf (only zeros, see load_block) gets EMPTY instead.
+    best and pos are (rows,) scratch.
+    """
+    H, m = bin_coords.shape
+    nr = xt.shape[1]
+    for h in range(H):
+        first = xt[bin_coords[h, 0]]
+        for r in range(nr):
+            best[r] = first[r]
+            pos[r] = 0
+        for j in range(1, m):
+            col = xt[bin_coords[h, j]]
+            for r in range(nr):
+                v = col[r]
+                b = best[r]
+                gt = v > b
+                best[r] = v if gt else b
+                pos[r] = j if gt else pos[r]
+        for r in range(nr):
+            out[r, h] = EMPTY if mark_empty and best[r] == -np.inf else pos[r]
+
+
+@numba.njit(cache=True)
+def densify(raw: np.ndarray, key: np.uint64, out: np.ndarray) -> None:
+    """Fill each EMPTY bin with the value of a nonempty one (Shrivastava 2017, densified one-permutation hashing).
+
+    Bin h tries bins probe_bin(key, h, 1), probe_bin(key, h, 2), ... and takes the first nonempty one; after
+    MAX_PROBES misses it scans h+1, h+2, ... (cyclically). Only raw (undensified) values are ever borrowed, so
+    the result does not depend on the order bins are filled in. An all-empty vector hashes to all zeros.
+    """
+    H = raw.shape[0]
+    nonempty = 0
+    for h in range(H):
+        if raw[h] != EMPTY:
+            nonempty += 1
+    if nonempty == 0:
+        out[:] = 0
+        return
+    for h in range(H):
+        v = raw[h]
+        attempt = 1
+        while v == EMPTY and attempt <= MAX_PROBES:
+            v = raw[probe_bin(key, h, attempt, H)]
+            attempt += 1
+        j = h
+        while v == EMPTY:
+            j = (j + 1) % H
+            v = raw[j]
+        out[h] = v
+
+
+@numba.njit(cache=True)
+def concat_codes(hashes, K, bits, range_pow, fold_mul, fold_add, out) -> None:
+    """Table t's code: hashes[t*K .. t*K+K-1] concatenated, bits each, first hash in the high bits."""
+    L = out.shape[0]
+    for t in range(L):
+        code = np.uint64(0)
+        for k in range(K):
+            code = (code << np.uint64(bits)) | np.uint64(hashes[t * K + k])
+        out[t] = fold_code(code, K * bits, range_pow, fold_mul[t], fold_add[t])
+
+
+@numba.njit(parallel=True, cache=True)
+def wta_hash(
+    x: np.ndarray,  # float32 (n, dim)
+    bin_coords: np.ndarray,  # int32 (K * L, bin_size) coordinates of each bin
+    densified: bool,  # True: DWTA (zeros ignored, empty bins densified); False: plain WTA
+    probe_key: np.uint64,  # DWTA's probe sequence key
+    K: int,
+    bits: int,  # log2(bin_size)
+    range_pow: int,
+    fold_mul: np.ndarray,  # uint64 (L,)
+    fold_add: np.ndarray,  # uint64 (L,)
+    out: np.ndarray,  # int32 (n, L)
+) -> None:
+    n, dim = x.shape
+    H = bin_coords.shape[0]
+    for blk in numba.prange((n + ROW_BLOCK - 1) // ROW_BLOCK):
+        r0 = blk * ROW_BLOCK
+        nr = min(ROW_BLOCK, n - r0)
+        xt = np.empty((dim, nr), dtype=np.float32)
+        best = np.empty(nr, dtype=np.float32)
+        pos = np.empty(nr, dtype=np.int32)
+        raw = np.empty((nr, H), dtype=np.int32)
+        hashes = np.empty(H, dtype=np.int32)
+        load_block(x, r0, nr, densified, xt)
+        block_argmax(xt, bin_coords, densified, best, pos, raw)
+        for r in range(nr):
+            if densified:
+                densify(raw[r], probe_key, hashes)
+                concat_codes(hashes, K, bits, range_pow, fold_mul, fold_add, out[r0 + r])
+            else:
+                concat_codes(raw[r], K, bits, range_pow, fold_mul, fold_add, out[r0 + r])

@@ -1,0 +1,72 @@
+"""Slow pure-Python WTA / DWTA, written from the algorithm's description, to check the kernels bit for bit."""
+
+from __future__ import annotations
+
+import numpy as np
+
+MASK64 = (1 << 64) - 1
+MAX_PROBES = 64
+
+
+def mix64(x: int) -> int:
+    """splitmix64's finaliser on Python ints (the same function as dslide.kernels.rng.mix64)."""
+    x = (x + 0x9E3779B97F4A7C15) & MASK64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & MASK64
+    return x ^ (x >> 31)
+
+
+def bin_winners(x: np.ndarray, bin_coords: np.ndarray, skip_zeros: bool) -> list[int | None]:
+    """Per bin: the position of its largest coordinate (first on ties); None if skip_zeros and all are 0."""
+    winners: list[int | None] = []
+    for coords in bin_coords:
+        values = [(float(x[c]), j) for j, c in enumerate(coords) if not (skip_zeros and x[c] == 0)]
+        if not values:
+            winners.append(None)
+            continue
+        top = max(v for v, _ in values)
+        winners.append(min(j for v, j in values if v == top))
+    return winners
+
+
+def densified(winners: list[int | None], key: int) -> list[int]:
+    H = len(winners)
+    if all(w is None for w in winners):
+        return [0] * H
+    out = []
+    for h, w in enumerate(winners):
+        attempt = 1
+        while w is None and attempt <= MAX_PROBES:
+            w = winners[mix64(mix64(key ^ h) ^ attempt) % H]
+            attempt += 1
+        j = h
+        while w is None:
+            j = (j + 1) % H
+            w = winners[j]
+        out.append(w)
+    return out
+
+
+def table_codes(hashes: list[int], K: int, bits: int, R: int, mul: np.ndarray, add: np.ndarray) -> list[int]:
+    codes = []
+    for t in range(len(hashes) // K):
+        code = 0
+        for h in hashes[t * K : (t + 1) * K]:
+            code = (code << bits) | h
+        if K * bits > R:
+            code = ((code * int(mul[t]) + int(add[t])) & MASK64) >> (64 - R)
+        codes.append(code)
+    return codes
+
+
+def wta_reference(fam, x: np.ndarray) -> np.ndarray:
+    """Codes of the rows of x under fam (a WTA or DWTA instance), computed one Python loop at a time."""
+    out = []
+    for row in x:
+        winners = bin_winners(row, fam.bin_coords, skip_zeros=fam.densified)
+        if fam.densified:
+            hashes = densified(winners, int(fam.probe_key[0]))
+        else:
+            hashes = [w if w is not None else 0 for w in winners]
+        out.append(table_codes(hashes, fam.bits_per_table, fam.bits, fam.range_pow, fam.fold_mul, fam.fold_add))
+    return np.array(out, dtype=np.int64)
