@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -40,10 +41,18 @@ def test_up_builds_shaped_nodes_and_down_removes_everything(make_cluster):
     assert leftovers(cluster.prefix) == []
 
 
+def _netns_pids(netns: str) -> list[str]:
+    return subprocess.run(["ip", "netns", "pids", netns], capture_output=True, text=True).stdout.split()
+
+
 def test_processes_left_in_nodes_are_killed_by_down(make_cluster):
     cluster = make_cluster(1)
     sleeper = subprocess.Popen(["ip", "netns", "exec", cluster.netns(0), "sleep", "300"])
     try:
+        deadline = time.monotonic() + 10
+        while str(sleeper.pid) not in _netns_pids(cluster.netns(0)):  # wait until it is inside
+            assert time.monotonic() < deadline, "the sleeper never entered the namespace"
+            time.sleep(0.01)
         cluster.down()
         assert sleeper.wait(timeout=5) == -signal.SIGKILL
         assert leftovers(cluster.prefix) == []
