@@ -2,9 +2,105 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import click
+
+DATA_DIR_HELP = "Data directory (default: $DSLIDE_DATA_DIR or ~/.cache/dslide/data)."
 
 
 @click.group()
 def data() -> None:
     """Fetch real datasets or make synthetic ones."""
+
+
+@data.command("list")
+@click.option("--data-dir", default=None, help=DATA_DIR_HELP)
+def list_(data_dir: str | None) -> None:
+    """Real datasets and synthetic presets, and whether each is in the data directory."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from dslide.data.registry import REAL, dataset_dir
+    from dslide.data.registry import data_dir as resolve
+    from dslide.data.synthetic import PRESETS
+
+    root = resolve(data_dir)
+
+    def present(name: str) -> str:
+        d = dataset_dir(name, root)
+        return "yes" if (d / "train.txt").is_file() and (d / "test.txt").is_file() else "no"
+
+    table = Table(title=f"datasets in {root}")
+    for col in ("name", "kind", "features", "labels", "train", "test", "present", "get it with"):
+        table.add_column(col)
+    for e in REAL.values():
+        row = (e.name, f"real ({e.kind})", f"{e.num_features:,}", f"{e.num_labels:,}", f"{e.num_train:,}")
+        table.add_row(*row, f"{e.num_test:,}", present(e.name), f"harness data fetch {e.name}")
+    for name, p in PRESETS.items():
+        if p.kind == "text":
+            train = int(p.num_tokens * p.train_fraction)
+            sizes = (f"{p.vocab_size:,}", f"{p.vocab_size:,}", f"{train:,}", f"{p.num_tokens - train:,}")
+        else:
+            sizes = (f"{p.num_features:,}", f"{p.num_labels:,}", f"{p.num_train:,}", f"{p.num_test:,}")
+        table.add_row(name, f"synthetic ({p.kind})", *sizes, present(name), f"harness data make {name}")
+    Console(width=160).print(table)
+
+
+@data.command()
+@click.argument("name")
+@click.option("--data-dir", default=None, help=DATA_DIR_HELP)
+@click.option("--url", default=None, help="Download from this URL instead of the registry's (a mirror).")
+@click.option(
+    "--archive",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="Use an archive downloaded by hand instead of downloading.",
+)
+@click.option("--timeout", default=15.0, show_default=True, help="Seconds before giving up on the connection.")
+def fetch(name: str, data_dir: str | None, url: str | None, archive: Path | None, timeout: float) -> None:
+    """Download a real dataset, verify its size/hash and convert it to train/test XC files."""
+    from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
+
+    from dslide.data.fetch import FetchError
+    from dslide.data.fetch import fetch as do_fetch
+    from dslide.data.registry import REAL
+    from dslide.data.registry import data_dir as resolve
+
+    if name not in REAL:
+        click.echo(f"unknown real dataset {name!r}; known: {', '.join(REAL)} (synthetic: harness data make)", err=True)
+        sys.exit(2)
+    entry = REAL[name]
+    with Progress("{task.description}", BarColumn(), DownloadColumn(), TransferSpeedColumn(), transient=True) as bar:
+        task = bar.add_task(f"{name}", total=entry.archive_size)
+
+        def progress(done: int, total: int | None) -> None:
+            bar.update(task, completed=done, total=total or entry.archive_size)
+
+        try:
+            train, test = do_fetch(
+                entry, resolve(data_dir), url=url, archive=archive, timeout=timeout, progress=progress
+            )
+        except FetchError as e:
+            bar.stop()
+            click.echo(f"harness data fetch {name}: {e}", err=True)
+            sys.exit(1)
+    click.echo(f"{name}: {train} and {test}")
+
+
+@data.command()
+@click.argument("preset")
+@click.option("--data-dir", default=None, help=DATA_DIR_HELP)
+@click.option("--seed", default=0, show_default=True, help="Generator seed (non-zero seeds go to PRESET-seedS/).")
+def make(preset: str, data_dir: str | None, seed: int) -> None:
+    """Generate a synthetic preset's train/test XC files into the data directory."""
+    from dslide.data.registry import data_dir as resolve
+    from dslide.data.registry import make_preset_files
+    from dslide.data.synthetic import PRESETS
+
+    if preset not in PRESETS:
+        click.echo(f"unknown preset {preset!r}; known: {', '.join(PRESETS)}", err=True)
+        sys.exit(2)
+    train, test = make_preset_files(preset, resolve(data_dir), seed)
+    click.echo(f"{preset} (seed {seed}): {train} and {test}")
