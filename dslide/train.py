@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import resource
+import socket
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -127,8 +129,11 @@ def train(
     check_consistency(comm, net_cfg, cfg, train_ds, test_ds)
     out_dir = Path(out_dir)
     ckpt_dir = out_dir / "checkpoint"
+    # pid and host of every rank, so a "BAD TERMINATION ... PID n" from mpiexec can be traced to its rank
+    ranks = comm.allgather_object({"pid": os.getpid(), "host": socket.gethostname()})
     if comm.rank == 0:
         out_dir.mkdir(parents=True, exist_ok=True)
+        checkpoint.atomic_write_text(out_dir / "ranks.json", json.dumps(dict(enumerate(ranks)), indent=1))
     net = Network(net_cfg, cfg, comm)
     pos = Position()
     if resume:

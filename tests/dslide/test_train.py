@@ -1,0 +1,154 @@
+"""`dslide train` end to end: metrics contract, resume equals an uninterrupted run, failures end the job."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dslide.data.synthetic import XCParams, generate
+from dslide.data.xc_format import write_xc
+
+ROOT = Path(__file__).resolve().parents[2]
+REQUIRED = ["epoch", "p@1", "p@5", "loss", "epoch_time_s", "samples_per_s", "avg_active", "peak_rss_mb"]
+MPI_FIELDS = ["ranks", "bytes_sent", "bytes_received", "comm_time_s", "compute_time_s"]
+
+
+def dslide_exe() -> str:
+    local = Path(sys.executable).parent / "dslide"
+    return str(local) if local.exists() else "dslide"
+
+
+def mpiexec() -> str:
+    local = Path(sys.executable).parent / "mpiexec"
+    return str(local) if local.exists() else "mpiexec"
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory) -> tuple[Path, Path]:
+    tmp = tmp_path_factory.mktemp("data")
+    train, test = generate(XCParams(300, 120, 1200, 300, avg_nnz=10.0, avg_labels=2.0), seed=3)
+    write_xc(tmp / "train.txt", train)
+    write_xc(tmp / "test.txt", test)
+    return tmp / "train.txt", tmp / "test.txt"
+
+
+def train_cmd(files, out, *extra) -> list[str]:
+    return [dslide_exe(), "train", "--train", str(files[0]), "--test", str(files[1]), "--out", str(out),
+            "--hidden", "16", "--lr", "0.01", "--batch-size", "64", "--no-progress",
+            "--hash", "srp", "--bits", "4", "--tables", "8", "--range-pow", "4", "--min-active", "20",
+            "--pad-threshold", "30", "--rebuild-first", "5", "--redraw-every", "12", *extra]  # fmt: skip
+
+
+def read_metrics(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+
+
+def final_weights(out: Path) -> dict[str, np.ndarray]:
+    step_dir = out / "checkpoint" / (out / "checkpoint" / "LATEST").read_text().strip()
+    with np.load(next(step_dir.glob("rank0-*.npz"))) as f:
+        return {k: f[k] for k in f.files}
+
+
+def env() -> dict[str, str]:
+    return {**os.environ, "NUMBA_NUM_THREADS": "2"}
+
+
+def test_train_writes_the_metrics_contract_and_learns(files, tmp_path):
+    out = tmp_path / "run"
+    subprocess.run(train_cmd(files, out, "--epochs", "3"), check=True, env=env(), timeout=600)
+    lines = read_metrics(out)
+    assert [m["epoch"] for m in lines] == [1, 2, 3]
+    for m in lines:
+        assert all(m[k] is not None for k in REQUIRED + MPI_FIELDS)
+    assert lines[-1]["loss"] < lines[0]["loss"]
+    assert lines[-1]["p@1"] > 5 * (1 / 120)  # far above chance
+    assert 20 <= lines[-1]["avg_active"] <= 120
+
+
+def test_resume_gives_the_same_result_as_an_uninterrupted_run(files, tmp_path):
+    whole, parts = tmp_path / "whole", tmp_path / "parts"
+    subprocess.run(train_cmd(files, whole, "--epochs", "2"), check=True, env=env(), timeout=600)
+    # Stop mid-epoch (SIGKILL after a checkpoint exists), then resume to the end.
+    proc = subprocess.Popen(train_cmd(files, parts, "--epochs", "2", "--checkpoint-every", "3"), env=env())
+    deadline = time.time() + 300
+    while not (parts / "checkpoint" / "LATEST").exists() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    subprocess.run(train_cmd(files, parts, "--epochs", "2", "--resume"), check=True, env=env(), timeout=600)
+    a, b = final_weights(whole), final_weights(parts)
+    assert a.keys() == b.keys()
+    for key in a:
+        np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+    ma, mb = read_metrics(whole), read_metrics(parts)
+    assert [m["p@1"] for m in ma] == [m["p@1"] for m in mb]
+    assert [m["loss"] for m in ma] == pytest.approx([m["loss"] for m in mb], rel=1e-6)
+
+
+@pytest.mark.mpi
+def test_two_ranks_write_mpi_fields(files, tmp_path):
+    out = tmp_path / "mpi"
+    cmd = [mpiexec(), "-n", "2", *train_cmd(files, out, "--epochs", "1")]
+    subprocess.run(cmd, check=True, env=env(), timeout=600)
+    (m,) = read_metrics(out)
+    assert m["ranks"] == 2 and m["bytes_sent"] > 0 and m["bytes_sent"] == m["bytes_received"]
+    assert m["comm_time_s"] > 0 and m["p@1"] > 5 * (1 / 120)
+
+
+@pytest.mark.mpi
+def test_ranks_that_disagree_on_the_configuration_stop_with_a_clear_error(files, tmp_path):
+    out = tmp_path / "mismatch"
+    cmd = [mpiexec(), "-n", "1", *train_cmd(files, out), ":", "-n", "1", *train_cmd(files, out, "--seed", "7")]
+    proc = subprocess.run(cmd, env=env(), timeout=300, capture_output=True, text=True)
+    assert proc.returncode != 0
+    assert "disagree" in proc.stderr and "ranks [1]" in proc.stderr
+
+
+@pytest.mark.mpi
+def test_a_failing_rank_aborts_the_job_naming_the_rank(files, tmp_path):
+    bad = tmp_path / "bad.txt"
+    bad.write_text("2 300 120\n1,2 5:1.0\n3 7:nan\n")
+    cmd = [mpiexec(), "-n", "1", *train_cmd(files, tmp_path / "a"), ":", "-n", "1", dslide_exe(), "train",
+           "--train", str(bad), "--test", str(files[1]), "--out", str(tmp_path / "a"), "--no-progress"]  # fmt: skip
+    proc = subprocess.run(cmd, env=env(), timeout=300, capture_output=True, text=True)
+    assert proc.returncode != 0
+    assert "rank 1 of 2 failed" in proc.stderr and "bad.txt:3" in proc.stderr
+
+
+@pytest.mark.mpi
+def test_a_killed_rank_ends_the_job_instead_of_hanging(files, tmp_path):
+    out = tmp_path / "killed"
+    cmd = [mpiexec(), "-n", "2", *train_cmd(files, out, "--epochs", "1000")]
+    proc = subprocess.Popen(cmd, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    victim = None
+    deadline = time.time() + 120
+    while victim is None and time.time() < deadline:  # the rank processes: dslide children of hydra's proxy
+        time.sleep(0.5)
+        ps = subprocess.run(["pgrep", "-f", f"dslide train .*--out {out}"], capture_output=True, text=True)
+        pids = [int(p) for p in ps.stdout.split() if int(p) != proc.pid]
+        ranks = [p for p in pids if Path(f"/proc/{p}/environ").exists() and b"PMI_RANK=1" in _environ(p)]
+        victim = ranks[0] if ranks else None
+    assert victim is not None, "rank 1 never started"
+    time.sleep(1.0)
+    os.kill(victim, signal.SIGKILL)
+    stdout, _ = proc.communicate(timeout=120)
+    assert proc.returncode != 0
+    # mpiexec names the dead process by pid; ranks.json maps that pid to its rank
+    assert f"PID {victim} " in stdout and "signal 9" in stdout
+    ranks = json.loads((out / "ranks.json").read_text())
+    assert ranks["1"]["pid"] == victim
+
+
+def _environ(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return b""
