@@ -3,6 +3,10 @@
 Table t is stored as offsets[t] (2**R + 1 bucket starts) and ids[t] (neuron ids grouped by bucket), so
 its memory is O(2**R + N) instead of 2**R fixed-capacity slots. Each table is built by one thread from
 the codes alone, so the result never depends on the thread count.
+
+The codes arrive as (N, L), one row per neuron; reading one table's column of that is a strided walk
+over the whole array per table (several times slower than the sort itself), so they are transposed
+to (L, N) first, in cache-sized blocks.
 """
 
 from __future__ import annotations
@@ -13,11 +17,22 @@ import numpy as np
 from dslide.kernels.rng import hash4
 
 UNUSED = -1  # ids[t, offsets[t, -1]:] when buckets overflowed and lost neurons
+TRANSPOSE_BLOCK = 4096  # neurons per transposition work item
+
+
+@numba.njit(parallel=True, cache=True)
+def transpose_codes(codes: np.ndarray, out: np.ndarray) -> None:
+    """out[t, n] = codes[n, t]."""
+    N, L = codes.shape
+    for blk in numba.prange((N + TRANSPOSE_BLOCK - 1) // TRANSPOSE_BLOCK):
+        for t in range(L):
+            for n in range(blk * TRANSPOSE_BLOCK, min(N, (blk + 1) * TRANSPOSE_BLOCK)):
+                out[t, n] = codes[n, t]
 
 
 @numba.njit(parallel=True, cache=True)
 def build_tables(
-    codes: np.ndarray,  # int32 (N, L) bucket of neuron n in table t
+    codes_t: np.ndarray,  # int32 (L, N) bucket of neuron n in table t
     capacity: int,  # at most this many neurons per bucket
     reservoir: bool,  # overflow policy: False = FIFO (keep the last `capacity` in id order), True = reservoir
     seed: int,  # reservoir sampling randomness: draws are hash4(seed, table, bucket, position)
@@ -25,15 +40,16 @@ def build_tables(
     ids: np.ndarray,  # int32 (L, N) output
     bad: np.ndarray,  # int64 (L,) output: a neuron whose code is out of range in table t, or -1
 ) -> None:
-    N, L = codes.shape
+    L, N = codes_t.shape
     num_buckets = offsets.shape[1] - 1
     for t in numba.prange(L):
+        codes = codes_t[t]
         off = offsets[t]
         row = ids[t]
         count = np.zeros(num_buckets, dtype=np.int32)
         bad[t] = -1
         for n in range(N):
-            b = codes[n, t]
+            b = codes[n]
             if b < 0 or b >= num_buckets:
                 bad[t] = n
                 break
@@ -45,7 +61,7 @@ def build_tables(
             off[b + 1] = off[b] + min(count[b], capacity)
         seen = np.zeros(num_buckets, dtype=np.int32)  # neurons of bucket b met so far
         for n in range(N):
-            b = codes[n, t]
+            b = codes[n]
             i = seen[b]
             seen[b] = i + 1
             if reservoir:

@@ -6,7 +6,7 @@ from typing import Literal
 
 import numpy as np
 
-from dslide.kernels.tables import build_tables
+from dslide.kernels.tables import build_tables, transpose_codes
 from dslide.lsh._params import MAX_RANGE_POW
 
 
@@ -38,7 +38,8 @@ class LSHTables:
     def build(self, codes: np.ndarray, seed: int = 0) -> None:
         """Refill every table from codes: int32 (N, L), the bucket of neuron n (row n) in each table.
 
-        Arrays are reused in place when N is unchanged, so references to offsets/ids stay valid.
+        Arrays are reused in place when N is unchanged, so references to offsets/ids stay valid. Needs a
+        transient (L, N) int32 copy of the codes (134 MB for Amazon-670K's output layer).
         """
         codes = np.ascontiguousarray(codes, dtype=np.int32)
         if codes.ndim != 2 or codes.shape[1] != self.num_tables:
@@ -48,7 +49,9 @@ class LSHTables:
             self.ids = np.empty((self.num_tables, N), dtype=np.int32)
         bad = np.empty(self.num_tables, dtype=np.int64)
         seed = int(seed) & (2**63 - 1)
-        build_tables(codes, self.capacity, self.insertion == "reservoir", seed, self.offsets, self.ids, bad)
+        codes_t = np.empty((self.num_tables, N), dtype=np.int32)
+        transpose_codes(codes, codes_t)
+        build_tables(codes_t, self.capacity, self.insertion == "reservoir", seed, self.offsets, self.ids, bad)
         if (bad >= 0).any():
             t = int(np.argmax(bad >= 0))
             n = int(bad[t])

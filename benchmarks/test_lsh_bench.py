@@ -1,0 +1,68 @@
+"""LSH on the Amazon-670K output layer (128 -> 670,091, DWTA K=6 L=50 R=18, capacity 128).
+
+Run on a quiet machine:  pytest benchmarks/test_lsh_bench.py --benchmark-enable --benchmark-only
+Target (issue 3): hashing + full rebuild of the 670,091-neuron tables in under 2 s with 2 threads.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+import pytest
+
+from dslide.config import LSHConfig
+from dslide.lsh import make_family
+from dslide.lsh.tables import LSHTables
+
+NEURONS, DIM, BATCH = 670_091, 128, 128
+CFG = LSHConfig(family="dwta", bits_per_table=6, num_tables=50, range_pow=18, bin_size=8, bucket_capacity=128)
+
+
+@pytest.fixture(scope="module")
+def threads():
+    before = numba.get_num_threads()
+    numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
+    yield numba.get_num_threads()
+    numba.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def output_layer():
+    """Weights as the network initialises them (N(0, 0.01^2)), the DWTA family and empty tables."""
+    weights = np.random.default_rng(0).standard_normal((NEURONS, DIM), dtype=np.float32) * np.float32(0.01)
+    family = make_family(CFG, DIM, seed=1)
+    tables = LSHTables(CFG.num_tables, CFG.range_pow, CFG.bucket_capacity, CFG.insertion)
+    tables.build(family.hash(weights[:1000]), seed=0)  # compile outside the timed rounds
+    return weights, family, tables
+
+
+def hidden_batch() -> np.ndarray:
+    """ReLU-like hidden activations: about half the coordinates are zero."""
+    return np.maximum(np.random.default_rng(2).standard_normal((BATCH, DIM), dtype=np.float32), 0)
+
+
+def test_hash_and_rebuild_output_layer(benchmark, threads, output_layer) -> None:
+    weights, family, tables = output_layer
+    benchmark.extra_info["threads"] = threads
+
+    def rebuild() -> None:
+        tables.build(family.hash(weights), seed=3)
+
+    benchmark.pedantic(rebuild, rounds=3, iterations=1, warmup_rounds=1)
+    assert tables.ids.shape == (CFG.num_tables, NEURONS)
+    assert tables.offsets[:, -1].min() > 0.99 * NEURONS  # few buckets overflow capacity 128
+
+
+def test_rebuild_tables_from_codes(benchmark, threads, output_layer) -> None:
+    weights, family, tables = output_layer
+    codes = family.hash(weights)
+    benchmark.extra_info["threads"] = threads
+    benchmark.pedantic(tables.build, args=(codes, 3), rounds=3, iterations=1, warmup_rounds=1)
+
+
+def test_hash_hidden_batch(benchmark, threads, output_layer) -> None:
+    _, family, _ = output_layer
+    h = hidden_batch()
+    benchmark.extra_info["threads"] = threads
+    codes = benchmark(family.hash, h)
+    assert codes.shape == (BATCH, CFG.num_tables)
