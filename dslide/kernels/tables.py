@@ -59,22 +59,22 @@ def build_tables(
         off[0] = 0
         for b in range(num_buckets):
             off[b + 1] = off[b] + min(count[b], capacity)
-        seen = np.zeros(num_buckets, dtype=np.int32)  # neurons of bucket b met so far
+        # count[b] becomes the arrival index, relative to the first neuron the bucket keeps: FIFO keeps the
+        # last `capacity` arrivals, so it starts negative for overflowing buckets (one scratch array, not two)
+        for b in range(num_buckets):
+            count[b] = 0 if reservoir else -max(count[b] - capacity, 0)
         for n in range(N):
             b = codes[n]
-            i = seen[b]
-            seen[b] = i + 1
-            if reservoir:
+            i = count[b]
+            count[b] = i + 1
+            if i < 0:
+                continue
+            if i < capacity:
+                row[off[b] + i] = n
+            elif reservoir:
                 # Algorithm R: the i-th arrival replaces a uniform slot with probability capacity / (i + 1)
-                if i < capacity:
-                    row[off[b] + i] = n
-                else:
-                    j = hash4(seed, t, b, i) % np.uint64(i + 1)
-                    if j < capacity:
-                        row[off[b] + np.int64(j)] = n
-            else:
-                first_kept = count[b] - capacity  # FIFO: the last `capacity` arrivals survive
-                if i >= first_kept:
-                    row[off[b] + i - max(first_kept, 0)] = n
+                j = hash4(seed, t, b, i) % np.uint64(i + 1)
+                if j < capacity:
+                    row[off[b] + np.int64(j)] = n
         for e in range(off[num_buckets], N):
             row[e] = UNUSED
