@@ -91,7 +91,7 @@ def srp_hash(
 
 @numba.njit(cache=True)
 def block_argmax(xt, bin_coords, mark_empty: bool, best, pos, out) -> None:
-    """out[r, h] = position of the largest xt[:, r] among bin h's coordinates (the first one on ties).
+    """out[h, r] = position of the largest xt[:, r] among bin h's coordinates (the first one on ties).
 
     With mark_empty, a bin whose largest value is -inf (only zeros, see load_block) gets EMPTY instead.
     best and pos are (rows,) scratch.
@@ -112,7 +112,7 @@ def block_argmax(xt, bin_coords, mark_empty: bool, best, pos, out) -> None:
                 best[r] = v if gt else b
                 pos[r] = j if gt else pos[r]
         for r in range(nr):
-            out[r, h] = EMPTY if mark_empty and best[r] == -np.inf else pos[r]
+            out[h, r] = EMPTY if mark_empty and best[r] == -np.inf else pos[r]
 
 
 @numba.njit(cache=True)
@@ -145,14 +145,37 @@ def densify(raw: np.ndarray, key: np.uint64, out: np.ndarray) -> None:
 
 
 @numba.njit(cache=True)
-def concat_codes(hashes, K, bits, range_pow, fold_mul, fold_add, out) -> None:
-    """Table t's code: hashes[t*K .. t*K+K-1] concatenated, bits each, first hash in the high bits."""
-    L = out.shape[0]
+def densify_block(winners: np.ndarray, key: np.uint64, col: np.ndarray, filled: np.ndarray) -> None:
+    """Densify every row (column r of winners (H, rows)) that has an empty bin, in place."""
+    H, nr = winners.shape
+    empties = np.zeros(nr, dtype=np.int32)
+    for h in range(H):
+        for r in range(nr):
+            empties[r] += winners[h, r] == EMPTY
+    for r in range(nr):
+        if empties[r] == 0:
+            continue  # the common case for dense weight vectors
+        for h in range(H):
+            col[h] = winners[h, r]
+        densify(col, key, filled)
+        for h in range(H):
+            winners[h, r] = filled[h]
+
+
+@numba.njit(cache=True)
+def block_codes(hashes, K, bits, range_pow, fold_mul, fold_add, code, out, r0) -> None:
+    """out[r0 + r, t] = table t's code of row r: hashes[t*K .. t*K+K-1, r] concatenated, first in the high bits."""
+    L = out.shape[1]
+    nr = hashes.shape[1]
     for t in range(L):
-        code = np.uint64(0)
+        for r in range(nr):
+            code[r] = 0
         for k in range(K):
-            code = (code << np.uint64(bits)) | np.uint64(hashes[t * K + k])
-        out[t] = fold_code(code, K * bits, range_pow, fold_mul[t], fold_add[t])
+            h = hashes[t * K + k]
+            for r in range(nr):
+                code[r] = (code[r] << np.uint64(bits)) | np.uint64(h[r])
+        for r in range(nr):
+            out[r0 + r, t] = fold_code(code[r], K * bits, range_pow, fold_mul[t], fold_add[t])
 
 
 @numba.njit(parallel=True, cache=True)
@@ -176,13 +199,10 @@ def wta_hash(
         xt = np.empty((dim, nr), dtype=np.float32)
         best = np.empty(nr, dtype=np.float32)
         pos = np.empty(nr, dtype=np.int32)
-        raw = np.empty((nr, H), dtype=np.int32)
-        hashes = np.empty(H, dtype=np.int32)
+        winners = np.empty((H, nr), dtype=np.int32)
+        code = np.empty(nr, dtype=np.uint64)
         load_block(x, r0, nr, densified, xt)
-        block_argmax(xt, bin_coords, densified, best, pos, raw)
-        for r in range(nr):
-            if densified:
-                densify(raw[r], probe_key, hashes)
-                concat_codes(hashes, K, bits, range_pow, fold_mul, fold_add, out[r0 + r])
-            else:
-                concat_codes(raw[r], K, bits, range_pow, fold_mul, fold_add, out[r0 + r])
+        block_argmax(xt, bin_coords, densified, best, pos, winners)
+        if densified:
+            densify_block(winners, probe_key, np.empty(H, dtype=np.int32), np.empty(H, dtype=np.int32))
+        block_codes(winners, K, bits, range_pow, fold_mul, fold_add, code, out, r0)
