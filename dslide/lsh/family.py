@@ -2,6 +2,11 @@
 
 A family maps dense vectors to one bucket id per table. The tables (tables.py) and the samplers never
 look inside a family, so a data-dependent (learned) family only has to implement this protocol.
+
+Contract the built-in families keep (and the tests in tests/dslide/lsh check): row i of hash(x) depends
+only on x[i] and the current hash functions (not on the batch or the thread count); redraw(seed) is a pure
+function of the seed; load_state(state()) reproduces the functions exactly. Implementations: srp.SimHash,
+wta.WTA, dwta.DWTA; build one from an LSHConfig with dslide.lsh.make_family. See docs/lsh.md.
 """
 
 from __future__ import annotations
