@@ -102,5 +102,6 @@ def make(preset: str, data_dir: str | None, seed: int) -> None:
     if preset not in PRESETS:
         click.echo(f"unknown preset {preset!r}; known: {', '.join(PRESETS)}", err=True)
         sys.exit(2)
+    click.echo(f"generating {preset} (seed {seed}) into {resolve(data_dir)} ...", err=True)
     train, test = make_preset_files(preset, resolve(data_dir), seed)
     click.echo(f"{preset} (seed {seed}): {train} and {test}")

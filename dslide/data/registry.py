@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -186,7 +187,9 @@ def make_preset_files(name: str, data_dir: Path | None = None, seed: int = 0) ->
         "train": summarize(train),
         "test": summarize(test),
     }
-    tmp = folder / "meta.json.tmp"
-    tmp.write_text(json.dumps(meta, indent=2) + "\n")
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix="meta.json", suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        f.write(json.dumps(meta, indent=2) + "\n")
+    os.chmod(tmp, 0o644)
     os.replace(tmp, folder / "meta.json")
     return folder / "train.txt", folder / "test.txt"
