@@ -70,3 +70,31 @@ def wta_reference(fam, x: np.ndarray) -> np.ndarray:
             hashes = [w if w is not None else 0 for w in winners]
         out.append(table_codes(hashes, fam.bits_per_table, fam.bits, fam.range_pow, fam.fold_mul, fam.fold_add))
     return np.array(out, dtype=np.int64)
+
+
+def hash4(a: int, b: int, c: int, d: int) -> int:
+    """dslide.kernels.rng.hash4 on Python ints."""
+    h = mix64(a)
+    h = mix64(h ^ b)
+    h = mix64(h ^ c)
+    return mix64(h ^ d)
+
+
+def table_buckets(codes: np.ndarray, t: int, capacity: int, insertion: str, seed: int) -> dict[int, list[int]]:
+    """Table t as {bucket: neuron ids}, inserting neurons 0..N-1 one by one into capacity-bounded buckets."""
+    buckets: dict[int, list[int]] = {}
+    arrivals: dict[int, int] = {}
+    for n, b in enumerate(codes[:, t].tolist()):
+        slots = buckets.setdefault(b, [])
+        i = arrivals.get(b, 0)
+        arrivals[b] = i + 1
+        if len(slots) < capacity:
+            slots.append(n)
+        elif insertion == "fifo":
+            slots.pop(0)
+            slots.append(n)
+        else:  # reservoir (Algorithm R): arrival i replaces slot j if the draw j in [0, i] is < capacity
+            j = hash4(seed, t, b, i) % (i + 1)
+            if j < capacity:
+                slots[j] = n
+    return buckets

@@ -7,8 +7,11 @@ from collections import defaultdict
 import numba
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dslide.lsh.tables import LSHTables
+from tests.dslide.lsh.reference import table_buckets
 
 
 def reference_buckets(codes: np.ndarray, t: int) -> dict[int, list[int]]:
@@ -121,3 +124,23 @@ def test_out_of_range_codes_are_rejected() -> None:
     assert tables.sizes().sum() == 0
     with pytest.raises(ValueError, match="shape"):
         tables.build(codes[:, :1])
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    N=st.integers(0, 300),
+    L=st.integers(1, 4),
+    R=st.integers(1, 6),
+    capacity=st.integers(1, 40),
+    insertion=st.sampled_from(["fifo", "reservoir"]),
+    seed=st.integers(0, 2**40),
+)
+def test_buckets_equal_one_by_one_insertion(N: int, L: int, R: int, capacity: int, insertion: str, seed: int) -> None:
+    # reference: a Python list per bucket, neurons inserted in id order, FIFO eviction or Algorithm R
+    codes = np.random.default_rng(seed).integers(0, 2**R, size=(N, L), dtype=np.int32)
+    tables = LSHTables(L, R, capacity=capacity, insertion=insertion)
+    tables.build(codes, seed=seed)
+    for t in range(L):
+        ref = table_buckets(codes, t, capacity, insertion, seed)
+        for b in range(2**R):
+            assert tables.bucket(t, b).tolist() == ref.get(b, [])  # same slots, same order
