@@ -20,9 +20,10 @@ from dslide.data.dataset import SparseDataset
 
 @dataclass
 class StepResult:
-    """What one optimiser step reports: its loss (over the global batch) and its communication."""
+    """What one optimiser step reports: its mean loss over the global batch, its size, its communication."""
 
     loss: float
+    samples: int
     comm_time_s: float = 0.0
     bytes_sent: int = 0
     bytes_received: int = 0
@@ -51,11 +52,8 @@ def load_data(train: str | None, test: str | None, dataset: str | None) -> tuple
         train, test = (str(p) for p in dataset_paths(dataset))
     if not (train and test):
         raise click.UsageError("give --train and --test, or --dataset")
-    import dslide.data
+    from dslide.data import load_dataset
 
-    load_dataset = getattr(dslide.data, "load_dataset", None)
-    if load_dataset is None:  # until dslide.data re-exports it
-        from dslide.data.xc_format import load_dataset
     return load_dataset(train), load_dataset(test)
 
 
@@ -83,39 +81,57 @@ def train_epoch(
     return results, time.perf_counter() - started
 
 
+def mean_loss(results: list[StepResult]) -> float:
+    """Mean per-sample loss of an epoch (each step's mean weighted by its batch size), as dslide reports it."""
+    samples = sum(r.samples for r in results)
+    return sum(r.loss * r.samples for r in results) / samples if samples else float("nan")
+
+
 def epoch_record(
     *,
     system: str,
-    nodes: int,
-    threads: int,
     epoch: int,
-    results: list[StepResult],
+    steps: int,
+    steps_per_epoch: int,
     samples: int,
+    loss: float,
     epoch_time_s: float,
     scores: dict[str, float],
     avg_active: float,
     eval_time_s: float,
+    threads: int,
+    nodes: int = 1,
+    comm_time_s: float = 0.0,
+    bytes_sent: int = 0,
+    bytes_received: int = 0,
+    peak_rss_mb_per_rank: list[float] | None = None,
 ) -> dict[str, Any]:
-    """One metrics.jsonl line in the schema dslide train writes (plus system/nodes/threads)."""
-    comm = sum(r.comm_time_s for r in results)
+    """One metrics.jsonl line in the schema `dslide train` writes: epochs count from 1, bytes are summed over
+    ranks, epoch time is the slowest rank's, comm time the mean over ranks, peak RSS the largest rank's."""
+    rss = peak_rss_mb_per_rank or [round(peak_rss_mb(), 1)]
     return {
         "system": system,
-        "nodes": nodes,
-        "ranks": nodes,
-        "threads": threads,
-        "epoch": epoch,
-        "steps": len(results),
+        "epoch": epoch + 1,
+        "step": (epoch * steps_per_epoch) + steps,
+        "steps": steps,
+        "steps_per_epoch": steps_per_epoch,
         **scores,
-        "loss": float(np.mean([r.loss for r in results])) if results else float("nan"),
+        "loss": loss,
         "epoch_time_s": epoch_time_s,
         "samples_per_s": samples / epoch_time_s if epoch_time_s > 0 else 0.0,
         "avg_active": avg_active,
-        "peak_rss_mb": peak_rss_mb(),
-        "bytes_sent": sum(r.bytes_sent for r in results),
-        "bytes_received": sum(r.bytes_received for r in results),
-        "comm_time_s": comm,
-        "compute_time_s": epoch_time_s - comm,
+        "peak_rss_mb": max(rss),
+        "peak_rss_mb_per_rank": rss,
+        "ranks": nodes,
+        "nodes": nodes,
+        "threads": threads,
+        "bytes_sent": bytes_sent,
+        "bytes_received": bytes_received,
+        "comm_time_s": comm_time_s,
+        "compute_time_s": epoch_time_s - comm_time_s,
         "eval_time_s": eval_time_s,
+        "eval_bytes_sent": 0,
+        "eval_mode": "exact",
     }
 
 

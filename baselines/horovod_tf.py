@@ -24,8 +24,18 @@ from pathlib import Path
 import click
 import numpy as np
 
-from baselines.common import StepResult, append_jsonl, common_options, epoch_record, load_data, train_epoch
+from baselines.common import (
+    StepResult,
+    append_jsonl,
+    common_options,
+    epoch_record,
+    load_data,
+    mean_loss,
+    peak_rss_mb,
+    train_epoch,
+)
 from baselines.tf_dense import Settings, settings_from_cli
+from dslide.data.batching import num_batches
 
 
 def io_bytes() -> tuple[int, int]:
@@ -92,7 +102,7 @@ def fit_horovod(train, test, settings: Settings, out_dir: Path | None, overlap: 
         sent = ring_allreduce_bytes(gradient_bytes, size)
         if overlap:
             loss = overlapped_step(batch.features, batch.label_rows, batch.label_ids, global_size)
-            return StepResult(float(loss), comm_time_s=float("nan"), bytes_sent=sent, bytes_received=sent)
+            return StepResult(float(loss), len(global_rows), bytes_sent=sent, bytes_received=sent)
         loss, grads = local_gradients(batch.features, batch.label_rows, batch.label_ids, global_size)
         written, read = io_bytes()
         started = time.perf_counter()
@@ -101,38 +111,52 @@ def fit_horovod(train, test, settings: Settings, out_dir: Path | None, overlap: 
         written_after, read_after = io_bytes()
         apply(reduced)
         io_log.append((written_after - written, read_after - read))
-        return StepResult(float(loss), comm_time_s=comm, bytes_sent=sent, bytes_received=sent)
+        return StepResult(float(loss), len(global_rows), comm_time_s=comm, bytes_sent=sent, bytes_received=sent)
 
     held_out = test if settings.eval_points is None else test.subset(np.arange(min(settings.eval_points, len(test))))
     global_batch = settings.batch_size * size
+    steps_per_epoch = num_batches(len(train), global_batch)
+    if settings.max_steps is not None:
+        steps_per_epoch = min(steps_per_epoch, settings.max_steps)
     records = []
     for epoch in range(settings.epochs):
         io_log: list[tuple[int, int]] = []
         results, seconds = train_epoch(step, len(train), global_batch, settings.seed, epoch, settings.max_steps)
-        # Each process's loss is its share of the global batch's loss: one allreduce per epoch sums them.
+        # A few collectives per epoch (none per step): each process's loss is its share of the global batch's
+        # loss, so their sum is the step's loss; time is the slowest rank's, comm time the mean over ranks.
         step_losses = hvd.allreduce(tf.constant([r.loss for r in results], tf.float64), op=hvd.Sum).numpy()
         for r, loss in zip(results, step_losses, strict=True):
             r.loss = float(loss)
+        seconds = float(hvd.allreduce(tf.constant(seconds, tf.float64), op=hvd.Max))
+        comm = float(hvd.allreduce(tf.constant(sum(r.comm_time_s for r in results), tf.float64), op=hvd.Average))
+        rss = hvd.allgather(tf.constant([round(peak_rss_mb(), 1)], tf.float64)).numpy().tolist()
         if rank != 0:
             continue
         started = time.perf_counter()
         scores = evaluate(model, held_out)
         record = epoch_record(
             system="horovod",
-            nodes=size,
-            threads=settings.threads,
             epoch=epoch,
-            results=results,
-            samples=min(len(train), len(results) * global_batch),
+            steps=len(results),
+            steps_per_epoch=steps_per_epoch,
+            samples=sum(r.samples for r in results),
+            loss=mean_loss(results),
             epoch_time_s=seconds,
             scores=scores,
             avg_active=float(train.num_labels),
             eval_time_s=time.perf_counter() - started,
+            threads=settings.threads,
+            nodes=size,
+            comm_time_s=comm,
+            bytes_sent=size * sum(r.bytes_sent for r in results),
+            bytes_received=size * sum(r.bytes_received for r in results),
+            peak_rss_mb_per_rank=rss,
         )
         record.update(
             batch_size_per_process=settings.batch_size,
             global_batch_size=global_batch,
             allreduced_gradient_bytes=gradient_bytes,
+            bytes_sent_per_rank=sum(r.bytes_sent for r in results),
             horovod_cpu_operations=os.environ.get("HOROVOD_CPU_OPERATIONS", "mpi"),
             overlap=overlap,
             io_bytes_written=sum(w for w, _ in io_log),
@@ -145,7 +169,12 @@ def fit_horovod(train, test, settings: Settings, out_dir: Path | None, overlap: 
             append_jsonl(Path(out_dir) / "metrics.jsonl", record)
             for i, r in enumerate(results):
                 io_w, io_r = io_log[i] if io_log else (None, None)
-                line = {"epoch": epoch, "step": i, "loss": r.loss, "comm_time_s": None if overlap else r.comm_time_s}
+                line = {
+                    "epoch": epoch + 1,
+                    "step": i,
+                    "loss": r.loss,
+                    "comm_time_s": None if overlap else r.comm_time_s,
+                }
                 append_jsonl(Path(out_dir) / "steps.jsonl", {**line, "io_bytes_written": io_w, "io_bytes_read": io_r})
     return records
 

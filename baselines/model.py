@@ -1,6 +1,7 @@
 """dslide's network in TensorFlow: sparse input -> hidden ReLU layers -> full softmax over every label.
 
-Same maths as the engine: weights ~ N(0, init_scale^2), biases 0; soft-target cross-entropy (target 1/|y| on
+Same maths as the engine: weights ~ N(0, init_scale^2) drawn by dslide.init (the same numbers as dslide for
+the same seed), biases 0; soft-target cross-entropy (target 1/|y| on
 each of the point's labels, points without labels contribute 0, summed and divided by the batch size); Adam
 with bias correction m_hat / (sqrt(v_hat) + eps), written out here rather than taken from Keras (whose Adam
 puts eps outside the bias correction). The first layer is tf.sparse.sparse_dense_matmul, sparse like the
@@ -17,6 +18,7 @@ import numpy as np
 import tensorflow as tf
 
 from dslide.data.dataset import SparseDataset
+from dslide.init import init_rows
 from dslide.metrics import precision_at_k
 
 
@@ -80,11 +82,16 @@ class SparseMLP(tf.Module):
     ) -> None:
         super().__init__(name="sparse_mlp")
         sizes = [num_features, *hidden, num_labels]
-        rng = np.random.default_rng(seed)
-        self.weights = [
-            tf.Variable(rng.standard_normal((a, b), dtype=np.float32) * np.float32(init_scale), name=f"w{i}")
-            for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:], strict=True))
+        # dslide's own initialisation (same seed -> same starting weights as `dslide train`); dslide keeps the
+        # output layer as (labels x hidden) rows, hence the transpose.
+        initial = [
+            init_rows(seed, i, np.arange(a), b, init_scale)
+            for i, (a, b) in enumerate(zip(sizes[:-2], sizes[1:-1], strict=True))
         ]
+        initial.append(
+            np.ascontiguousarray(init_rows(seed, len(hidden), np.arange(num_labels), sizes[-2], init_scale).T)
+        )
+        self.weights = [tf.Variable(w, name=f"w{i}") for i, w in enumerate(initial)]
         self.biases = [tf.Variable(tf.zeros([b]), name=f"b{i}") for i, b in enumerate(sizes[1:])]
         self.num_labels = num_labels
 

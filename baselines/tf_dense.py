@@ -20,10 +20,12 @@ from baselines.common import (
     common_options,
     epoch_record,
     load_data,
+    mean_loss,
     parse_hidden,
     train_epoch,
 )
 from baselines.model import BATCH_SIGNATURE, Adam, SparseMLP, evaluate, make_batch, set_threads, soft_target_loss
+from dslide.data.batching import num_batches
 from dslide.data.dataset import SparseDataset
 
 
@@ -79,26 +81,29 @@ def fit(
 
     def step(rows: np.ndarray) -> StepResult:
         batch = make_batch(train, rows)
-        return StepResult(loss=float(compiled(batch.features, batch.label_rows, batch.label_ids)))
+        return StepResult(float(compiled(batch.features, batch.label_rows, batch.label_ids)), len(rows))
 
     held_out = test if settings.eval_points is None else test.subset(np.arange(min(settings.eval_points, len(test))))
+    steps_per_epoch = num_batches(len(train), settings.batch_size)
+    if settings.max_steps is not None:
+        steps_per_epoch = min(steps_per_epoch, settings.max_steps)
     records = []
     for epoch in range(settings.epochs):
         results, seconds = train_epoch(step, len(train), settings.batch_size, settings.seed, epoch, settings.max_steps)
-        samples = min(len(train), len(results) * settings.batch_size)
         started = time.perf_counter()
         scores = evaluate(model, held_out)
         record = epoch_record(
             system=system,
-            nodes=1,
-            threads=settings.threads,
             epoch=epoch,
-            results=results,
-            samples=samples,
+            steps=len(results),
+            steps_per_epoch=steps_per_epoch,
+            samples=sum(r.samples for r in results),
+            loss=mean_loss(results),
             epoch_time_s=seconds,
             scores=scores,
             avg_active=float(train.num_labels if avg_active is None else avg_active),
             eval_time_s=time.perf_counter() - started,
+            threads=settings.threads,
         )
         records.append(record)
         if out_dir is not None:

@@ -96,4 +96,6 @@ def test_gloo_sends_a_ring_allreduce_of_every_gradient_per_step(xc_files, tmp_pa
     expected = 2 * (processes - 1) / processes * gradient_bytes
     measured = np.array([s["io_bytes_written"] for s in steps[1:]])  # step 0 also carries Gloo's connection setup
     assert np.all(measured >= expected) and np.all(measured <= 1.03 * expected), (measured, expected)
-    assert record["bytes_sent"] == len(steps) * int(expected)  # the app-level count, summed over the epoch
+    # The app-level count: per rank and step as above, summed over the epoch's steps and (bytes_sent) the ranks.
+    assert record["bytes_sent_per_rank"] == len(steps) * int(expected)
+    assert record["bytes_sent"] == processes * len(steps) * int(expected)

@@ -11,6 +11,7 @@ tf = pytest.importorskip("tensorflow")
 
 from baselines.model import Adam, SparseMLP, make_batch, soft_target_loss  # noqa: E402
 from baselines.tf_dense import dense_step  # noqa: E402
+from dslide.init import init_rows  # noqa: E402
 
 
 def dense_rows(data, rows):
@@ -52,6 +53,13 @@ def test_initialisation_is_normal_with_init_scale_and_zero_biases():
     w = model.weights[0].numpy()
     assert abs(w.std() - 0.05) < 0.002 and abs(w.mean()) < 0.002
     assert all(not b.numpy().any() for b in model.biases)
+
+
+def test_initial_weights_are_dslides():
+    model = SparseMLP(3000, 2100, hidden=(16, 8), init_scale=0.01, seed=7)
+    np.testing.assert_array_equal(model.weights[0].numpy(), init_rows(7, 0, np.arange(3000), 16, 0.01))
+    np.testing.assert_array_equal(model.weights[1].numpy(), init_rows(7, 1, np.arange(16), 8, 0.01))
+    np.testing.assert_array_equal(model.weights[2].numpy(), init_rows(7, 2, np.arange(2100), 8, 0.01).T)
 
 
 def test_loss_and_gradients_match_numpy():

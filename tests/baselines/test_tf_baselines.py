@@ -47,7 +47,7 @@ def test_dense_learns_and_writes_the_common_schema(learnable_pair, tmp_path):
     lines = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert lines == records and len(lines) == 2
     assert set(lines[0]) >= SCHEMA
-    assert lines[-1]["system"] == "tf-dense" and lines[-1]["nodes"] == 1
+    assert lines[-1]["system"] == "tf-dense" and lines[-1]["nodes"] == 1 and lines[-1]["epoch"] == 2
     assert lines[-1]["p@1"] > max(0.5, 5 * chance_p_at_1(test))
     assert lines[1]["loss"] < lines[0]["loss"]
     assert lines[0]["bytes_sent"] == 0 and lines[0]["compute_time_s"] == lines[0]["epoch_time_s"]
