@@ -75,7 +75,7 @@ def parse_xc_bytes(buf: np.ndarray, path: str | os.PathLike = "<bytes>") -> Spar
     cap_f = int(np.count_nonzero(body == xk.COLON))
     lines = int(np.count_nonzero(body == xk.NEWLINE)) + (1 if end > start else 0)
     cap_l = int(np.count_nonzero(body == xk.COMMA)) + lines
-    rows = max(n, lines)
+    rows = min(n, lines)  # a header may lie about the count; never allocate more rows than lines
     feat_indptr = np.zeros(rows + 1, dtype=np.int64)
     label_indptr = np.zeros(rows + 1, dtype=np.int64)
     feat_indices = np.empty(cap_f, dtype=np.int32)

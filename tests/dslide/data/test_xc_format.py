@@ -143,6 +143,7 @@ ERRORS = [
     ("3 10 5\n0 1:1\n1 2:1\n", 1, "header says 3 points but the file has 2", None),
     ("1 10 5\n0 1:1\n\n1 2:1\n", 4, "more points than the header", "1 2:1"),
     ("1 3000000000 5\n", 1, "too large", "3000000000"),
+    ("900000000000 10 5\n0 1:1\n", 1, "header says 900000000000 points but the file has 1", None),
 ]
 
 
