@@ -100,5 +100,61 @@ def cluster_status_command(as_json: bool) -> None:
             click.echo(f"  {n['node']}  {n['address']}  cores {n['cores']}  processes {n['processes']}")
 
 
+@main.command("run", context_settings={"ignore_unknown_options": False})
+@click.option("--system", type=click.Choice(["dslide", "tf-dense", "tf-sampled", "horovod", "payload"]), required=True,
+              help="payload: the harness's own MPI self-test (harness/payload.py; its flags go after --).")  # fmt: skip
+@click.option("--nodes", type=click.IntRange(1, 253), default=1, show_default=True)
+@click.option("--cores", "cores_per_node", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Cores per node (also the system's --threads).")  # fmt: skip
+@click.option("--bandwidth", default="1gbit", show_default=True, help="Per-direction link rate: 100mbit, 1gbit, ...")
+@click.option("--dataset", default=None, help="A registered dataset or synthetic preset (see `harness data list`).")
+@click.option("--data-dir", default=None, help="Where registered datasets live.")
+@click.option("--train", type=click.Path(dir_okay=False), default=None, help="XC-format training file.")
+@click.option("--test", type=click.Path(dir_okay=False), default=None, help="XC-format test file.")
+@click.option("--epochs", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--max-steps", type=click.IntRange(min=1), default=None,
+              help="Stop each epoch after S steps; the epoch time is then extrapolated (and labelled so).")  # fmt: skip
+@click.option("--out", type=click.Path(file_okay=False), default="results/runs", show_default=True,
+              help="Records go to OUT/<name>.jsonl, the systems' own output to OUT/work/<run id>/.")  # fmt: skip
+@click.option("--name", default=None, help="Records file name (default: the system).")
+@click.option("--oversubscribe", is_flag=True, help="Allow nodes x cores beyond this machine's cores (recorded).")
+@click.option("--no-emulation", is_flag=True, help="Plain local mpiexec: loopback, unshaped (recorded as such).")
+@click.option("--hostfile", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="Real cluster: one host per line; ssh, no emulation.")  # fmt: skip
+@click.option("--mtu", type=int, default=None, help="Emulated link MTU.")
+@click.option("--timeout", "timeout_s", type=float, default=3600.0, show_default=True,
+              help="Seconds before the job is killed.")  # fmt: skip
+@click.argument("system_args", nargs=-1, type=click.UNPROCESSED)
+def run_command(system: str, nodes: int, cores_per_node: int, bandwidth: str, dataset: str | None,
+                data_dir: str | None, train: str | None, test: str | None, epochs: int, max_steps: int | None,
+                out: str, name: str | None, oversubscribe: bool, no_emulation: bool, hostfile: str | None,
+                mtu: int | None, timeout_s: float, system_args: tuple[str, ...]) -> None:  # fmt: skip
+    """Run one system on an emulated cluster (or locally / on real hosts) and record it.
+
+    Extra arguments after `--` go to the system, e.g. `-- --hidden 256` or, for payload, `-- --bytes 16777216`.
+    """
+    from pathlib import Path
+
+    from harness.cluster import ClusterError
+    from harness.launch import LaunchError
+    from harness.rates import RateError
+    from harness.records import RecordError
+    from harness.run import RunError, RunSpec, run
+
+    if no_emulation and hostfile:
+        raise click.UsageError("--no-emulation and --hostfile exclude each other")
+    spec = RunSpec(system=system, nodes=nodes, cores_per_node=cores_per_node, bandwidth=bandwidth, train=train,
+                   test=test, dataset=dataset, data_dir=data_dir, epochs=epochs, max_steps=max_steps, out=Path(out),
+                   name=name, emulation="hostfile" if hostfile else "none" if no_emulation else "netns",
+                   hostfile=hostfile, oversubscribe=oversubscribe, mtu=mtu, timeout_s=timeout_s,
+                   system_args=list(system_args))  # fmt: skip
+    try:
+        record = run(spec)
+    except (RunError, ClusterError, RateError, LaunchError, RecordError) as err:
+        raise click.ClickException(str(err)) from err
+    if record["status"] != "ok":
+        sys.exit(1)
+
+
 if __name__ == "__main__":
     main()

@@ -60,12 +60,15 @@ def emulation_problem() -> str | None:
         return f"{' and '.join(missing)} not found: install iproute2"
     cap_eff = next(line for line in Path("/proc/self/status").read_text().splitlines() if line.startswith("CapEff"))
     has_net_admin = bool(int(cap_eff.split()[1], 16) & (1 << 12))
-    if os.geteuid() != 0 or not has_net_admin:
-        return (
-            "emulating a cluster needs root with CAP_NET_ADMIN (network namespaces, veth links, tc, cgroups); "
-            "run as root (e.g. sudo), or pass --no-emulation for an unshaped loopback run recorded as such"
-        )
-    return None
+    if os.geteuid() == 0 and has_net_admin:
+        return None
+    who = "this process runs as root but without CAP_NET_ADMIN (a container without NET_ADMIN?)"
+    if os.geteuid() != 0:
+        who = f"this process runs as uid {os.geteuid()}, not root"
+    return (
+        f"emulating a cluster needs root with CAP_NET_ADMIN (network namespaces, veth links, tc, cgroups) but {who}; "
+        "run as root (e.g. sudo), or pass --no-emulation for an unshaped loopback run recorded as such"
+    )
 
 
 def run_ip(*argv: str) -> str:

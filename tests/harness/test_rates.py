@@ -34,8 +34,8 @@ def test_a_cluster_with_a_bad_rate_is_refused_before_anything_is_created():
         Cluster(2, "1 gigabit")
 
 
-def test_burst_is_at_least_64_kib_and_grows_with_the_rate():
-    assert tbf_burst_bytes(parse_rate("100mbit")) == 64 * 1024
+def test_burst_is_at_least_256_kib_and_grows_with_the_rate():
+    assert tbf_burst_bytes(parse_rate("100mbit")) == 256 * 1024
     assert tbf_burst_bytes(parse_rate("10gbit")) == 10**10 // 8 // 500
 
 

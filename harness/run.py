@@ -1,0 +1,392 @@
+"""One measured run: cluster up -> launch the system with mpiexec -> counters -> metrics -> one record.
+
+Launching is kept apart from training: the systems are separate programs (`dslide train`,
+`python -m baselines.<system>`, `python -m harness.payload`) that write OUT/metrics.jsonl; this module only
+builds their command lines, runs them under mpiexec on the (emulated) nodes and turns what they wrote and
+what crossed the links into a record (harness/records.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.text import Text
+
+from harness import launch
+from harness.cluster import Cluster, emulation_problem
+from harness.records import append_record, git_commit, machine_info
+
+SYSTEMS = ("dslide", "tf-dense", "tf-sampled", "horovod", "payload")
+SINGLE_NODE_SYSTEMS = ("tf-dense", "tf-sampled")
+EMULATIONS = ("netns", "none", "hostfile")
+# Fewer wire bytes than this, with more than one node, means MPI did not use the links (shared memory).
+MIN_WIRE_BYTES = 256 * 1024
+MIN_WIRE_FRACTION_OF_APP = 0.1
+
+
+class RunError(RuntimeError):
+    """The run cannot start (bad arguments, missing data, no permission)."""
+
+
+@dataclass
+class RunSpec:
+    system: str
+    nodes: int = 1
+    cores_per_node: int = 1
+    bandwidth: str = "1gbit"
+    train: str | None = None
+    test: str | None = None
+    dataset: str | None = None
+    data_dir: str | None = None
+    epochs: int = 1
+    max_steps: int | None = None
+    out: Path = Path("results/runs")
+    name: str | None = None  # records go to OUT/<name>.jsonl (default: the system)
+    emulation: str = "netns"
+    hostfile: str | None = None
+    oversubscribe: bool = False
+    mtu: int | None = None
+    timeout_s: float = 3600.0
+    system_args: list[str] = field(default_factory=list)  # passed through to the system
+    force_tcp: bool = True  # False only to demonstrate the shared-memory trap (and the check that catches it)
+
+    def check(self) -> None:
+        if self.system not in SYSTEMS:
+            raise RunError(f"unknown system {self.system!r}; choose one of {', '.join(SYSTEMS)}")
+        if self.emulation not in EMULATIONS:
+            raise RunError(f"unknown emulation {self.emulation!r}")
+        if self.system in SINGLE_NODE_SYSTEMS and self.nodes != 1:
+            raise RunError(f"{self.system} runs as one process on one node: use --nodes 1")
+        if self.nodes < 1 or self.cores_per_node < 1 or self.epochs < 1:
+            raise RunError("--nodes, --cores and --epochs must be at least 1")
+        if self.max_steps is not None and self.max_steps < 1:
+            raise RunError("--max-steps must be at least 1")
+        if self.system != "payload" and not self.dataset and not (self.train and self.test):
+            raise RunError("give --dataset NAME, or --train PATH and --test PATH")
+        if self.dataset and (self.train or self.test):
+            raise RunError("give either --dataset or --train/--test, not both")
+        if self.emulation == "hostfile" and not self.hostfile:
+            raise RunError("--hostfile FILE is needed to run on real hosts")
+
+
+def resolve_data(spec: RunSpec) -> tuple[str | None, str | None]:
+    """Train and test paths: the files given, or a registered dataset's (synthetic presets are made)."""
+    if spec.system == "payload":
+        return None, None
+    if spec.dataset:
+        from dslide.data.registry import dataset_paths
+
+        try:
+            train, test = dataset_paths(spec.dataset, Path(spec.data_dir) if spec.data_dir else None)
+        except (KeyError, FileNotFoundError, ValueError) as err:
+            raise RunError(str(err).strip("'\"")) from err
+        return str(train), str(test)
+    for path in (spec.train, spec.test):
+        if not Path(path).is_file():  # type: ignore[arg-type]
+            raise RunError(f"no such data file: {path}")
+    return str(Path(spec.train).resolve()), str(Path(spec.test).resolve())  # type: ignore[arg-type]
+
+
+def system_program(spec: RunSpec, train: str | None, test: str | None, work: Path) -> tuple[list[str], str]:
+    """(argv of one rank, mpiexec to use) for the system."""
+    if spec.system == "payload":
+        return [sys.executable, "-m", "harness.payload", "--out", str(work), *spec.system_args], launch.mpiexec_path()
+    common = ["--train", train, "--test", test, "--epochs", str(spec.epochs), "--threads", str(spec.cores_per_node)]
+    common += ["--out", str(work)]
+    if spec.max_steps:
+        common += ["--max-steps", str(spec.max_steps)]
+    common += spec.system_args
+    if spec.system == "dslide":
+        return [sys.executable, "-m", "dslide.cli", "train", *common], launch.mpiexec_path()  # type: ignore[list-item]
+    from baselines.env import baseline_command, baseline_python
+    from baselines.env import mpiexec as baseline_mpiexec
+
+    if not baseline_python().exists():
+        raise RunError(f"the baseline environment is missing ({baseline_python()}): build it with `nox -s horovod`")
+    # Horovod was built against the baseline venv's MPICH: its own mpiexec must launch it.
+    mpiexec = str(baseline_mpiexec()) if spec.system == "horovod" else launch.mpiexec_path()
+    return baseline_command(spec.system, *common), mpiexec  # type: ignore[arg-type]
+
+
+def new_run_id() -> str:
+    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
+
+
+def run(spec: RunSpec, console: Console | None = None) -> dict[str, Any]:
+    """Carry out one run and append its record (also for failed runs); returns the record."""
+    console = console or Console(stderr=True)
+    spec.check()
+    if spec.emulation == "netns":
+        problem = emulation_problem()
+        if problem:
+            raise RunError(problem)
+    hosts = launch.read_hostfile(spec.hostfile) if spec.emulation == "hostfile" else None
+    if hosts:
+        spec.nodes = len(hosts)
+    cluster = None
+    if spec.emulation == "netns":  # checks nodes, cores, rate and MTU before anything is made
+        cluster = Cluster(spec.nodes, spec.bandwidth, spec.cores_per_node, mtu=spec.mtu,
+                          oversubscribe=spec.oversubscribe)  # fmt: skip
+    train, test = resolve_data(spec)
+    run_id = new_run_id()
+    work = (spec.out / "work" / run_id).resolve()
+    work.mkdir(parents=True)
+    program, mpiexec = system_program(spec, train, test, work)
+    started = time.time()
+    outcome: dict[str, Any]
+    with ExitStack() as stack:
+        stack.enter_context(terminate_as_exit())
+        if cluster:
+            stack.enter_context(cluster)
+            command = launch.emulated_command(cluster.state, 1, program)  # type: ignore[arg-type]
+        elif hosts:
+            command = launch.hostfile_command(hosts, 1, program)
+        else:
+            command = launch.local_command(spec.nodes, program)
+        command[0] = mpiexec
+        before = cluster.wire_counters() if cluster else None
+        label = f"{spec.system} on {spec.nodes} node(s) x {spec.cores_per_node} core(s)"
+        label += f" at {spec.bandwidth}" if spec.emulation == "netns" else f" ({spec.emulation} emulation)"
+        console.print(f"[bold]run {run_id}[/]: {label}")
+        env = launch.launch_env(tcp=spec.emulation == "netns" and spec.force_tcp)  # real hosts: MPI's choice
+        outcome = run_mpiexec(command, env, work, spec.timeout_s, console, label)
+        after = cluster.wire_counters() if cluster else None
+        oversubscribed = cluster.oversubscribed if cluster else False
+        addresses = {n.address: n.hostname for n in cluster.state.nodes} if cluster and cluster.state else {}
+    record = build_record(spec, run_id, work, train, test, command, outcome, before, after, oversubscribed, addresses)
+    record["cluster_prefix"] = cluster.prefix if cluster else None
+    record["wall_time_s"] = round(time.time() - started, 3)
+    path = append_record(spec.out / f"{spec.name or spec.system}.jsonl", record)
+    colour = "green" if record["status"] == "ok" else "red"
+    console.print(f"[{colour}]{record['status']}[/]: record appended to {path}")
+    if record["error"]:
+        console.print(f"[red]{record['error']}[/]")
+    return record
+
+
+@contextmanager
+def terminate_as_exit() -> Iterator[None]:
+    """SIGTERM/SIGHUP raise SystemExit (like Ctrl-C raises KeyboardInterrupt) so cleanup code runs."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    saved = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, old in saved.items():
+            signal.signal(sig, old)
+
+
+def run_mpiexec(
+    command: list[str], env: dict[str, str], work: Path, timeout_s: float, console: Console, label: str
+) -> dict[str, Any]:
+    """Run mpiexec in its own process group, stream its output, enforce the timeout; never leave it running."""
+    tail: deque[str] = deque(maxlen=200)
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, errors="replace", start_new_session=True)  # fmt: skip
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            tail.append(line.rstrip("\n"))
+            console.print(Text("| ", style="dim") + Text(line.rstrip()), soft_wrap=True)
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    start = time.monotonic()
+    timed_out = False
+    try:
+        with console.status(label) as status:
+            while proc.poll() is None:
+                elapsed = time.monotonic() - start
+                if elapsed > timeout_s:
+                    timed_out = True
+                    break
+                status.update(f"{label}: {elapsed:,.0f} s{latest_epoch(work)}")
+                time.sleep(0.2)
+    finally:
+        if proc.poll() is None:  # timeout, Ctrl-C or SIGTERM: end the whole job
+            _kill_group(proc)
+        reader.join(timeout=5)
+    return {"returncode": proc.returncode, "timed_out": timed_out, "seconds": time.monotonic() - start,
+            "output_tail": list(tail)}  # fmt: skip
+
+
+def _kill_group(proc: subprocess.Popen[str]) -> None:
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=3)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def latest_epoch(work: Path) -> str:
+    lines = read_metrics(work)
+    if not lines:
+        return ""
+    m = lines[-1]
+    return f"  epoch {m.get('epoch')}  {m.get('samples_per_s') or 0:,.0f} samples/s  loss {m.get('loss') or 0:.3f}"
+
+
+def read_metrics(work: Path) -> list[dict[str, Any]]:
+    """The metrics.jsonl lines a system wrote (complete lines only)."""
+    path = work / "metrics.jsonl"
+    if not path.exists():
+        return []
+    lines = []
+    for line in path.read_text().splitlines():
+        try:
+            lines.append(json.loads(line))
+        except ValueError:
+            continue
+    return lines
+
+
+BAD_TERMINATION = re.compile(r"PID (\d+) RUNNING AT (\S+)\s*\n=\s+(?:EXIT CODE|KILLED BY SIGNAL): (\d+)")
+
+
+def explain_failure(outcome: dict[str, Any], work: Path, addresses: dict[str, str]) -> str:
+    """A clear error for a failed job: which rank died where and how, else the end of its output."""
+    if outcome["timed_out"]:
+        return f"the run exceeded its timeout of {outcome['seconds']:.0f} s and was killed"
+    text = "\n".join(outcome["output_tail"])
+    match = BAD_TERMINATION.search(text)
+    if match:
+        pid, host, code = match.groups()
+        node = addresses.get(host, host)
+        rank = _rank_of_pid(work, int(pid))
+        who = f"rank {rank}" if rank is not None else "a rank"
+        how = f"was killed by signal {code}" if int(code) in (6, 9, 11, 15) else f"exited with code {code}"
+        return f"{who} on {node} ({host}, pid {pid}) {how}; mpiexec ended the job (exit status {outcome['returncode']})"
+    last = "\n".join(outcome["output_tail"][-15:])
+    return f"mpiexec exited with status {outcome['returncode']}; last output:\n{last}"
+
+
+def _rank_of_pid(work: Path, pid: int) -> int | None:
+    try:
+        ranks = json.loads((work / "ranks.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return next((int(r) for r, info in ranks.items() if info.get("pid") == pid), None)
+
+
+def summarize_counters(before: dict | None, after: dict | None) -> dict[str, Any] | None:
+    if before is None or after is None:
+        return None
+    per_node = {node: {k: after[node][k] - before[node][k] for k in after[node]} for node in after}
+    return {
+        "counter": "eth0 tx_bytes inside each node (kernel interface counter); tbf: upload qdisc bytes sent",
+        "per_node": per_node,
+        "tx_bytes": sum(c["tx_bytes"] for c in per_node.values()),
+        "tbf_sent_bytes": sum(c["tbf_sent_bytes"] for c in per_node.values()),
+    }
+
+
+def build_record(spec, run_id, work, train, test, command, outcome, before, after, oversubscribed, addresses):
+    """The run record (see harness/records.py for the fixed fields)."""
+    metrics = read_metrics(work)
+    last = metrics[-1] if metrics else {}
+    wire = summarize_counters(before, after)
+    epoch_times = [m["epoch_time_s"] for m in metrics if m.get("epoch_time_s") is not None]
+    epoch_time = sum(epoch_times) / len(epoch_times) if epoch_times else None
+    steps, steps_per_epoch = last.get("steps"), last.get("steps_per_epoch")
+    extrapolated = bool(spec.max_steps and steps and steps_per_epoch and steps < steps_per_epoch)
+    if extrapolated and epoch_time is not None:
+        epoch_time = epoch_time * steps_per_epoch / steps
+    app_bytes = None
+    if metrics and any("bytes_sent" in m for m in metrics):
+        app_bytes = sum(int(m.get("bytes_sent") or 0) + int(m.get("eval_bytes_sent") or 0) for m in metrics)
+    status, error = "ok", None
+    if outcome["timed_out"]:
+        status, error = "timeout", explain_failure(outcome, work, addresses)
+    elif outcome["returncode"] != 0:
+        status, error = "failed", explain_failure(outcome, work, addresses)
+    elif not metrics:
+        status, error = "failed", f"the system exited cleanly but wrote no {work / 'metrics.jsonl'}"
+    elif wire is not None and spec.nodes > 1:
+        floor = max(MIN_WIRE_BYTES, MIN_WIRE_FRACTION_OF_APP * (app_bytes or 0))
+        if wire["tx_bytes"] < floor:
+            status = "failed"
+            error = (f"sanity check: {spec.nodes} nodes ran but only {wire['tx_bytes']:,} bytes crossed the links "
+                     f"(app-level {app_bytes or 0:,}); MPI probably used shared memory instead of TCP")  # fmt: skip
+    rss = last.get("peak_rss_mb_per_rank")
+    return {
+        "system": spec.system,
+        "nodes": spec.nodes,
+        "cores_per_node": spec.cores_per_node,
+        "bandwidth": spec.bandwidth if spec.emulation != "none" else "unshaped",
+        "oversubscribed": oversubscribed,
+        "epoch_time_s": epoch_time,
+        "epoch_time_extrapolated": extrapolated,
+        "samples_per_s": _mean(m.get("samples_per_s") for m in metrics),
+        "app_bytes": app_bytes,
+        "wire_bytes": wire["tx_bytes"] if wire else None,
+        "p@1": last.get("p@1"),
+        "p@3": last.get("p@3"),
+        "p@5": last.get("p@5"),
+        "peak_rss_mb": max((m["peak_rss_mb"] for m in metrics if m.get("peak_rss_mb") is not None), default=None),
+        "status": status,
+        "error": error,
+        "exit_status": outcome["returncode"],
+        "run_id": run_id,
+        "emulation": spec.emulation,
+        "compute_time_s": _sum(m.get("compute_time_s") for m in metrics),
+        "comm_time_s": _sum(m.get("comm_time_s") for m in metrics),
+        "peak_rss_mb_per_node": rss,  # one rank per node
+        "steps": steps,
+        "steps_per_epoch": steps_per_epoch,
+        "wire": wire,
+        "epochs": metrics,
+        "config": {
+            "epochs": spec.epochs,
+            "max_steps": spec.max_steps,
+            "dataset": spec.dataset,
+            "train": train,
+            "test": test,
+            "mtu": spec.mtu,
+            "timeout_s": spec.timeout_s,
+            "system_args": spec.system_args,
+            "command": command,
+            "tcp_env": launch.TCP_ENV if spec.emulation == "netns" and spec.force_tcp else None,
+        },
+        "git": git_commit(),
+        "machine": machine_info(),
+        "work_dir": str(work),
+        "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def _mean(values) -> float | None:
+    values = [v for v in values if v is not None]
+    return sum(values) / len(values) if values else None
+
+
+def _sum(values) -> float | None:
+    values = [v for v in values if v is not None]
+    return sum(values) if values else None

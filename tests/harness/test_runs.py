@@ -1,0 +1,121 @@
+"""`harness run` end to end with the harness's own MPI payload: real namespaces, tc, mpiexec and TCP."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from harness.rates import parse_rate
+from harness.records import read_records
+from harness.run import RunSpec, run
+from tests.harness.conftest import leftovers
+
+MIB = 1 << 20
+
+
+def payload_run(tmp_path, nodes, *payload_args, **spec):
+    spec.setdefault("bandwidth", "100mbit")
+    record = run(RunSpec(system="payload", nodes=nodes, out=tmp_path, system_args=list(payload_args), **spec))
+    assert record == read_records(tmp_path / "payload.jsonl")[-1]
+    if record["cluster_prefix"]:
+        assert leftovers(record["cluster_prefix"]) == []
+    return record
+
+
+def check_links(record, bandwidth="100mbit"):
+    assert record["status"] == "ok", record["error"]
+    metrics = record["epochs"][0]
+    assert metrics["hosts"] == [f"node{i}" for i in range(record["nodes"])]  # every rank ran inside its node
+    assert 0.9 <= metrics["link_bits_per_s"] / parse_rate(bandwidth) <= 1.1  # within 10% of the shaped rate
+    assert 0.95 <= record["wire_bytes"] / record["app_bytes"] <= 1.05  # veth bytes within 5% of the payload
+
+
+@pytest.mark.root
+@pytest.mark.mpi
+def test_two_nodes_move_a_payload_at_the_shaped_rate_over_tcp(tmp_path):
+    record = payload_run(tmp_path, 2, "--bytes", str(16 * MIB), "--op", "sendrecv", "--repeat", "3")
+    check_links(record)
+    assert record["app_bytes"] >= 2 * 3 * 16 * MIB
+    assert record["config"]["tcp_env"] == {"MPIR_CVAR_CH4_NETMOD": "ofi", "FI_PROVIDER": "tcp"}
+
+
+@pytest.mark.root
+@pytest.mark.mpi
+def test_four_nodes_allgather_at_the_shaped_rate(tmp_path):
+    # 4 ranks on 2 cores: oversubscribed; MTU 9000 keeps TCP's header share (4.4% at 1500) out of the way.
+    record = payload_run(tmp_path, 4, "--bytes", str(8 * MIB), "--op", "allgather", "--repeat", "2",
+                         oversubscribe=True, mtu=9000)  # fmt: skip
+    check_links(record)
+    assert record["oversubscribed"] is True
+    assert record["epochs"][0]["bytes_sent"] >= 4 * 3 * 8 * MIB * 2  # each rank sends 3 x 8 MiB per allgather
+
+
+@pytest.mark.root
+@pytest.mark.mpi
+def test_without_tcp_mpi_uses_shared_memory_and_the_run_fails_loudly(tmp_path):
+    record = payload_run(tmp_path, 2, "--bytes", str(16 * MIB), force_tcp=False)
+    assert record["status"] == "failed"
+    assert "crossed the links" in record["error"]
+    assert record["wire_bytes"] < 256 * 1024 < record["app_bytes"]
+
+
+@pytest.mark.root
+@pytest.mark.mpi
+def test_a_killed_rank_ends_the_run_with_an_error_naming_it(tmp_path):
+    # Without the kill, rank 0 would wait for rank 1 for minutes: the run must end by itself, and quickly.
+    record = payload_run(tmp_path, 2, "--bytes", str(64 * MIB), "--repeat", "20", "--kill-rank", "1", timeout_s=60)
+    assert record["status"] == "failed"
+    assert record["exit_status"] != 0
+    assert "rank 1 on node1 (198.18." in record["error"]
+    assert "killed by signal 9" in record["error"]
+    assert record["wall_time_s"] < 30
+
+
+@pytest.mark.root
+@pytest.mark.mpi
+def test_a_run_over_its_timeout_is_killed_and_cleaned_up(tmp_path):
+    record = payload_run(tmp_path, 2, "--bytes", str(64 * MIB), "--repeat", "20", timeout_s=3)
+    assert record["status"] == "timeout"
+    assert "timeout of" in record["error"]
+    assert record["wall_time_s"] < 20
+
+
+@pytest.mark.mpi
+def test_no_emulation_runs_plain_local_mpiexec_recorded_as_unshaped(tmp_path):
+    record = payload_run(tmp_path, 2, "--bytes", str(MIB), emulation="none")
+    assert record["status"] == "ok", record["error"]
+    assert (record["bandwidth"], record["emulation"], record["wire_bytes"]) == ("unshaped", "none", None)
+
+
+def harness(*argv, **kwargs):
+    return subprocess.run([sys.executable, "-m", "harness.cli", *argv], capture_output=True, text=True, timeout=60,
+                          **kwargs)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--system", "payload", "--nodes", "2", "--bandwidth", "1 gigabit"], "unknown unit"),
+        (["--system", "tf-dense", "--nodes", "2", "--dataset", "x"], "use --nodes 1"),
+        (["--system", "dslide", "--nodes", "2"], "give --dataset NAME, or --train PATH and --test PATH"),
+        (["--system", "dslide", "--train", "/nonexistent/train.txt", "--test", "/nonexistent/t"], "no such data file"),
+        (["--system", "dslide", "--dataset", "no-such-dataset"], "unknown dataset"),
+        (["--system", "payload", "--nodes", "64", "--cores", "64"], "--oversubscribe"),
+    ],
+)
+def test_bad_run_arguments_get_clear_errors(tmp_path, argv, message):
+    done = harness("run", "--out", str(tmp_path), *argv)
+    assert done.returncode != 0
+    assert message in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.root
+def test_without_net_admin_the_run_explains_what_is_missing(tmp_path):
+    done = subprocess.run(["setpriv", "--bounding-set", "-net_admin", sys.executable, "-m", "harness.cli", "run",
+                           "--system", "payload", "--nodes", "2", "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode != 0
+    assert "without CAP_NET_ADMIN" in done.stderr and "--no-emulation" in done.stderr
