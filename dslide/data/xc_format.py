@@ -105,8 +105,9 @@ def parse_xc_bytes(buf: np.ndarray, path: str | os.PathLike = "<bytes>") -> Spar
     nnz, nl_total = int(feat_indptr[n]), int(label_indptr[n])
     return SparseDataset(
         feat_indptr=feat_indptr[: n + 1],
-        feat_indices=feat_indices[:nnz].copy(),
-        feat_values=feat_values[:nnz].copy(),
+        # The ':' count is exact for a valid file, so the big arrays usually need no trimming copy.
+        feat_indices=feat_indices if nnz == cap_f else feat_indices[:nnz].copy(),
+        feat_values=feat_values if nnz == cap_f else feat_values[:nnz].copy(),
         label_indptr=label_indptr[: n + 1],
         label_indices=label_indices[:nl_total].copy(),
         num_features=nf,
