@@ -156,5 +156,52 @@ def run_command(system: str, nodes: int, cores_per_node: int, bandwidth: str, da
         sys.exit(1)
 
 
+def _split(text: str, kind: type = str) -> list:
+    try:
+        return [kind(part.strip()) for part in text.split(",") if part.strip()]
+    except ValueError as err:
+        raise click.BadParameter(f"{text!r}: {err}") from err
+
+
+@main.command("sweep")
+@click.option("--systems", default="dslide,horovod", show_default=True, help="Comma separated.")
+@click.option("--nodes", "nodes_list", default="1,2", show_default=True, help="Comma separated node counts.")
+@click.option("--cores", "cores_list", default="1", show_default=True, help="Comma separated cores per node.")
+@click.option("--bandwidths", default="1gbit", show_default=True, help="Comma separated rates.")
+@click.option("--dataset", default=None)
+@click.option("--data-dir", default=None)
+@click.option("--train", type=click.Path(dir_okay=False), default=None)
+@click.option("--test", type=click.Path(dir_okay=False), default=None)
+@click.option("--epochs", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--max-steps", type=click.IntRange(min=1), default=None)
+@click.option("--budget", "budget_s", type=float, default=1800.0, show_default=True, help="Seconds per point.")
+@click.option("--out", type=click.Path(file_okay=False), default="results/runs", show_default=True)
+@click.option("--name", default="sweep", show_default=True, help="Records file OUT/<name>.jsonl (resumes from it).")
+@click.option("--oversubscribe", is_flag=True)
+def sweep_command(systems: str, nodes_list: str, cores_list: str, bandwidths: str, dataset: str | None,
+                  data_dir: str | None, train: str | None, test: str | None, epochs: int, max_steps: int | None,
+                  budget_s: float, out: str, name: str, oversubscribe: bool) -> None:  # fmt: skip
+    """Run systems x nodes x cores x bandwidths on emulated clusters; skips points already recorded."""
+    from pathlib import Path
+
+    from harness.cluster import ClusterError
+    from harness.rates import RateError
+    from harness.records import RecordError
+    from harness.run import RunError, RunSpec
+    from harness.sweep import sweep
+
+    base = RunSpec(system="payload", dataset=dataset, data_dir=data_dir, train=train, test=test, epochs=epochs,
+                   max_steps=max_steps, out=Path(out), name=name, oversubscribe=oversubscribe)  # fmt: skip
+    try:
+        records = sweep(base, _split(systems), _split(nodes_list, int), _split(cores_list, int),
+                        _split(bandwidths), budget_s)  # fmt: skip
+    except (RunError, ClusterError, RateError, RecordError) as err:
+        raise click.ClickException(str(err)) from err
+    failed = [r for r in records if r["status"] != "ok"]
+    click.echo(f"{len(records)} point(s) run, {len(failed)} not ok; records in {Path(out) / (name + '.jsonl')}")
+    if failed:
+        sys.exit(1)
+
+
 if __name__ == "__main__":
     main()
