@@ -101,8 +101,9 @@ def build_horovod_wheel(session: nox.Session, wheels: Path) -> None:
 
 @nox.session(python=PYTHON)
 def horovod(session: nox.Session) -> None:
-    """The baseline environment (TensorFlow + Horovod) and its tests; its python runs the baselines."""
+    """The baseline venv (TensorFlow + Horovod; its python runs the baselines), then pytest on tests/baselines
+    or on the given arguments, e.g. `nox -s horovod -- benchmarks/test_baselines_bench.py --benchmark-only`."""
     install_baseline_env(session)
     python = {"DSLIDE_BASELINE_PYTHON": str(Path(session.bin) / "python")}
     session.run("python", "-m", "baselines.env", "--check", env=python)
-    session.run("pytest", "tests/baselines", *session.posargs, env=python)
+    session.run("pytest", *(session.posargs or ["tests/baselines"]), env=python)

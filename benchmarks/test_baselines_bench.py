@@ -1,0 +1,55 @@
+"""TF dense training steps on the Amazon-670K-shaped network (135,909 -> 128 -> 670,091), 1 and 2 threads.
+
+Runs in the baseline venv (skips elsewhere):
+    nox -s horovod -- benchmarks/test_baselines_bench.py --benchmark-only --benchmark-enable
+Each benchmark records samples/s in `extra_info` (batch 128, dslide's default). Time only on a quiet machine.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+
+import numpy as np
+import pytest
+
+tf = pytest.importorskip("tensorflow")
+
+from tensorflow.python.eager import context  # noqa: E402
+
+from baselines.model import Adam, SparseMLP, make_batch, set_threads  # noqa: E402
+from baselines.tf_dense import dense_step  # noqa: E402
+from dslide.data.batching import batches  # noqa: E402
+from dslide.data.synthetic import PRESETS, generate  # noqa: E402
+
+BATCH = 128
+STEPS = 4
+
+
+@pytest.fixture(scope="module")
+def amazon_shaped():
+    params = dataclasses.replace(PRESETS["amazon670k"], num_train=BATCH * STEPS, num_test=0)
+    train, _ = generate(params, seed=0)
+    assert (train.num_features, train.num_labels) == (135_909, 670_091)
+    return train
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_tf_dense_step_amazon_shaped(benchmark, amazon_shaped, threads):
+    context._reset_context()  # TensorFlow fixes its thread pools per process; a fresh context may set them again
+    set_threads(threads)
+    assert tf.config.threading.get_intra_op_parallelism_threads() == threads
+    train = amazon_shaped
+    model = SparseMLP(train.num_features, train.num_labels, hidden=(128,), init_scale=0.01, seed=0)
+    step = dense_step(model, Adam(model.parameters, lr=1e-4))
+    ready = itertools.cycle([make_batch(train, rows) for rows in batches(len(train), BATCH, seed=0, epoch=0)])
+
+    def one_step() -> float:
+        batch = next(ready)
+        return float(step(batch.features, batch.label_rows, batch.label_ids))
+
+    loss = benchmark.pedantic(one_step, rounds=STEPS, warmup_rounds=1, iterations=1)
+    assert np.isfinite(loss) and loss > 0
+    benchmark.extra_info["threads"] = threads
+    benchmark.extra_info["batch_size"] = BATCH
+    benchmark.extra_info["samples_per_s"] = BATCH / benchmark.stats.stats.mean
