@@ -53,6 +53,14 @@ def test_hash_and_rebuild_output_layer(benchmark, threads, output_layer) -> None
     assert tables.offsets[:, -1].min() > 0.99 * NEURONS  # few buckets overflow capacity 128
 
 
+def test_chunked_rebuild_output_layer(benchmark, threads, output_layer) -> None:
+    """The same work through LSHTables.rebuild, which never holds the (N, L) codes (about 100 MB less)."""
+    weights, family, tables = output_layer
+    benchmark.extra_info["threads"] = threads
+    benchmark.pedantic(tables.rebuild, args=(family, weights, 3), rounds=3, iterations=1, warmup_rounds=1)
+    assert tables.offsets[:, -1].min() > 0.99 * NEURONS
+
+
 def test_rebuild_tables_from_codes(benchmark, threads, output_layer) -> None:
     weights, family, tables = output_layer
     codes = family.hash(weights)

@@ -60,7 +60,7 @@ def srp_hash(
 ) -> None:
     n, dim = x.shape
     L = out.shape[1]
-    P, nnz = proj_idx.shape
+    nnz = proj_idx.shape[1]
     for blk in numba.prange((n + ROW_BLOCK - 1) // ROW_BLOCK):
         r0 = blk * ROW_BLOCK
         nr = min(ROW_BLOCK, n - r0)

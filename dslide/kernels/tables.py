@@ -21,13 +21,13 @@ TRANSPOSE_BLOCK = 4096  # neurons per transposition work item
 
 
 @numba.njit(parallel=True, cache=True)
-def transpose_codes(codes: np.ndarray, out: np.ndarray) -> None:
-    """out[t, n] = codes[n, t]."""
+def transpose_codes(codes: np.ndarray, out: np.ndarray, start: int) -> None:
+    """out[t, start + n] = codes[n, t]."""
     N, L = codes.shape
     for blk in numba.prange((N + TRANSPOSE_BLOCK - 1) // TRANSPOSE_BLOCK):
         for t in range(L):
             for n in range(blk * TRANSPOSE_BLOCK, min(N, (blk + 1) * TRANSPOSE_BLOCK)):
-                out[t, n] = codes[n, t]
+                out[t, start + n] = codes[n, t]
 
 
 @numba.njit(parallel=True, cache=True)

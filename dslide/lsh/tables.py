@@ -8,6 +8,7 @@ import numpy as np
 
 from dslide.kernels.tables import build_tables, transpose_codes
 from dslide.lsh._params import MAX_RANGE_POW
+from dslide.lsh.family import HashFamily
 
 
 class LSHTables:
@@ -39,24 +40,44 @@ class LSHTables:
         """Refill every table from codes: int32 (N, L), the bucket of neuron n (row n) in each table.
 
         Arrays are reused in place when N is unchanged, so references to offsets/ids stay valid. Needs a
-        transient (L, N) int32 copy of the codes (134 MB for Amazon-670K's output layer).
+        transient (L, N) int32 copy of the codes (134 MB for Amazon-670K's output layer); rebuild() avoids
+        holding both that and the (N, L) codes.
         """
+        codes = self._check_codes(codes)
+        codes_t = np.empty((self.num_tables, codes.shape[0]), dtype=np.int32)
+        transpose_codes(codes, codes_t, 0)
+        self._build_transposed(codes_t, seed)
+
+    def rebuild(self, family: HashFamily, vectors: np.ndarray, seed: int = 0, chunk_rows: int = 65536) -> None:
+        """build(family.hash(vectors), seed), hashing chunk_rows vectors at a time to save memory.
+
+        Same tables as build; the codes are only ever held once, table-major, plus one chunk.
+        """
+        N = vectors.shape[0]
+        codes_t = np.empty((self.num_tables, N), dtype=np.int32)
+        for start in range(0, N, chunk_rows):
+            chunk = self._check_codes(family.hash(vectors[start : start + chunk_rows]))
+            transpose_codes(chunk, codes_t, start)
+        self._build_transposed(codes_t, seed)
+
+    def _check_codes(self, codes: np.ndarray) -> np.ndarray:
         codes = np.ascontiguousarray(codes, dtype=np.int32)
         if codes.ndim != 2 or codes.shape[1] != self.num_tables:
             raise ValueError(f"codes must have shape (N, {self.num_tables}), got {codes.shape}")
-        N = codes.shape[0]
+        return codes
+
+    def _build_transposed(self, codes_t: np.ndarray, seed: int) -> None:
+        N = codes_t.shape[1]
         if self.ids.shape != (self.num_tables, N):
             self.ids = np.empty((self.num_tables, N), dtype=np.int32)
         bad = np.empty(self.num_tables, dtype=np.int64)
         seed = int(seed) & (2**63 - 1)
-        codes_t = np.empty((self.num_tables, N), dtype=np.int32)
-        transpose_codes(codes, codes_t)
         build_tables(codes_t, self.capacity, self.insertion == "reservoir", seed, self.offsets, self.ids, bad)
         if (bad >= 0).any():
             t = int(np.argmax(bad >= 0))
             n = int(bad[t])
             self.offsets[:] = 0  # leave consistent (empty) tables behind
-            raise ValueError(f"code {codes[n, t]} of neuron {n} in table {t} is outside [0, 2**{self.range_pow})")
+            raise ValueError(f"code {codes_t[t, n]} of neuron {n} in table {t} is outside [0, 2**{self.range_pow})")
 
     def bucket(self, t: int, b: int) -> np.ndarray:
         """The neuron ids in bucket b of table t (a view)."""

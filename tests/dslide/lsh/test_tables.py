@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dslide.lsh.dwta import DWTA
 from dslide.lsh.tables import LSHTables
 from tests.dslide.lsh.reference import table_buckets
 
@@ -144,3 +145,15 @@ def test_buckets_equal_one_by_one_insertion(N: int, L: int, R: int, capacity: in
         ref = table_buckets(codes, t, capacity, insertion, seed)
         for b in range(2**R):
             assert tables.bucket(t, b).tolist() == ref.get(b, [])  # same slots, same order
+
+
+@pytest.mark.parametrize("insertion", ["fifo", "reservoir"])
+def test_chunked_rebuild_from_a_family_equals_build_from_codes(insertion: str) -> None:
+    fam = DWTA(dim=24, bits_per_table=2, num_tables=5, range_pow=6, seed=0)
+    W = np.random.default_rng(7).standard_normal((1000, 24)).astype(np.float32)
+    a = LSHTables(5, 6, capacity=12, insertion=insertion)
+    b = LSHTables(5, 6, capacity=12, insertion=insertion)
+    a.build(fam.hash(W), seed=2)
+    b.rebuild(fam, W, seed=2, chunk_rows=37)
+    np.testing.assert_array_equal(a.offsets, b.offsets)
+    np.testing.assert_array_equal(a.ids, b.ids)
