@@ -73,7 +73,6 @@ def _hidden(_ctx, _param, value: str) -> tuple[int, ...]:
 def train(**opts) -> None:
     """Train a network; under `mpiexec -n P` the neurons of every layer are split across the P ranks."""
     from dslide.comm import Communicator
-
     from dslide.train import ConfigMismatchError
 
     comm = Communicator()

@@ -17,8 +17,8 @@ import numpy as np
 
 from dslide.config import LSHConfig, SamplingConfig, ScheduleConfig, TrainConfig
 from dslide.init import init_columns, init_rows
-from dslide.kernels.adam import adam_at, adam_rows, group_by_row
-from dslide.kernels.sampled_output import output_backward, output_logits
+from dslide.kernels.adam import adam_rows, group_by_row
+from dslide.kernels.sampled_output import output_backward_update, output_logits, softmax_stats
 from dslide.kernels.sampling import active_upper_bounds, compact, select_active
 from dslide.kernels.sparse_input import sparse_input_forward
 from dslide.kernels.topk import merge_topk, sparse_topk
@@ -187,6 +187,10 @@ class ActiveSet:
     ptr: np.ndarray  # int64 (B + 1,)
     ids: np.ndarray  # int32 (nnz,)
     n_lab: np.ndarray  # int64 (B,)
+    samples: np.ndarray  # int32 (nnz,) the sample of each entry
+    rows: np.ndarray  # the entries grouped by neuron: row rows[u] has entries perm[rptr[u]:rptr[u+1]]
+    rptr: np.ndarray
+    perm: np.ndarray
     z: np.ndarray | None = None
 
 
@@ -234,6 +238,7 @@ class SampledOutputLayer:
             self.tables = None
             self.schedule = None
         self.marks = np.zeros((numba.get_num_threads(), n), dtype=np.int32)
+        self.sampling_all_rows = False  # group every row, touched or not (SLIDE's dense Adam)
 
     # -- hash tables --------------------------------------------------------------------------------------
 
@@ -289,8 +294,10 @@ class SampledOutputLayer:
             count,
             self.marks,
         )
-        ptr, act = compact(buf, buf_ptr, count)
-        return ActiveSet(ptr, act, np.diff(lab_ptr))
+        ptr, ids = compact(buf, buf_ptr, count)
+        samples = np.repeat(np.arange(len(count), dtype=np.int32), count)
+        rows, rptr, perm = group_by_row(ids, n, self.params.slot, self.sampling_all_rows)
+        return ActiveSet(ptr, ids, np.diff(lab_ptr), samples, rows, rptr, perm)
 
     def logits(self, h: np.ndarray, act: ActiveSet, inv_ylen: np.ndarray) -> tuple[np.ndarray, ...]:
         """Fills act.z; returns per-sample (local max, local sum exp(z - max), sum of label logits / |y|)."""
@@ -299,30 +306,54 @@ class SampledOutputLayer:
         lmax = np.empty(B, dtype=np.float32)
         lsum = np.empty(B, dtype=np.float32)
         llab = np.empty(B, dtype=np.float32)
-        output_logits(h, self.params.W, self.bias.b, act.ptr, act.ids, act.n_lab, inv_ylen, act.z, lmax, lsum, llab)
+        output_logits(h, self.params.W, self.bias.b, act.rows, act.rptr, act.perm, act.samples, act.z)
+        softmax_stats(act.ptr, act.z, act.n_lab, inv_ylen, lmax, lsum, llab)
         return lmax, lsum, llab
 
-    def backward(
+    def backward_update(
         self,
         h: np.ndarray,
         act: ActiveSet,
         inv_ylen: np.ndarray,
         gmax: np.ndarray,
         gsum: np.ndarray,
-        batch_size: int,
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """(dL/dz per active entry, this rank's part of dL/dh) from the global softmax statistics."""
-        delta = np.empty(len(act.ids), dtype=np.float32)
-        dh = np.empty_like(h)
-        output_backward(
-            h, self.params.W, act.ptr, act.ids, act.n_lab, inv_ylen, act.z, gmax, gsum, 1.0 / batch_size, delta, dh
+        adam: Adam,
+        step: int,
+    ) -> np.ndarray:
+        """Adam on the touched rows from the global softmax statistics; returns this rank's part of dL/dh."""
+        B = h.shape[0]
+        p = self.params
+        threads = numba.get_num_threads()
+        dh_parts = np.empty((threads, B, h.shape[1]), dtype=np.float32)
+        scratch = np.empty((threads, h.shape[1]), dtype=np.float32)
+        output_backward_update(
+            h,
+            p.W,
+            p.m,
+            p.v,
+            self.bias.b,
+            self.bias.m,
+            self.bias.v,
+            act.ptr,
+            act.n_lab,
+            inv_ylen,
+            act.z,
+            gmax,
+            gsum,
+            act.rows,
+            act.rptr,
+            act.perm,
+            act.samples,
+            1.0 / B,
+            adam.lr,
+            adam.beta1,
+            adam.beta2,
+            adam.eps,
+            step,
+            dh_parts,
+            scratch,
         )
-        return delta, dh
-
-    def update(self, h: np.ndarray, act: ActiveSet, delta: np.ndarray, adam: Adam, step: int) -> None:
-        samples = np.repeat(np.arange(h.shape[0], dtype=np.int32), np.diff(act.ptr))
-        rows, coef_sum = self.params.update(act.ids, samples, delta, h, adam, step)
-        adam_at(self.bias.b, self.bias.m, self.bias.v, rows, coef_sum, adam.lr, adam.beta1, adam.beta2, adam.eps, step)
+        return dh_parts.sum(axis=0) if threads > 1 else dh_parts[0]
 
     # -- inference ----------------------------------------------------------------------------------------
 

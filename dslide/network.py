@@ -77,6 +77,7 @@ class Network:
             net.init_scale,
             r,
         )
+        self.output.sampling_all_rows = not self.adam.lazy  # SLIDE's dense Adam visits every row
 
     # -- forward through the hidden layers ------------------------------------------------------------------
 
@@ -148,8 +149,7 @@ class Network:
         act = self.output.select(h, lab_ptr, lab_ids, self.train_cfg.seed, step)
         lmax, lsum, llab = self.output.logits(h, act, inv_ylen)
         gmax, gsum, loss = self._softmax_stats(act, lmax, lsum, llab, batch, inv_ylen)
-        delta, dh = self.output.backward(h, act, inv_ylen, gmax, gsum, batch.size)
-        self.output.update(h, act, delta, self.adam, adam_step)
+        dh = self.output.backward_update(h, act, inv_ylen, gmax, gsum, self.adam, adam_step)
         # Back through the hidden layers: the dL/dh partials of all ranks are summed at each slice's owner.
         for i in range(len(self.hidden) - 1, -1, -1):
             da = self.comm.reduce_scatter_columns(dh, self.hidden_cols[i])

@@ -20,7 +20,7 @@ def group_by_row(
     """Rows to update, and the entries of row u as perm[ptr[u]:ptr[u+1]].
 
     slot is int32 (n_rows,) scratch holding -1 everywhere, restored before returning. all_rows
-    lists every row (dense Adam), touched or not; otherwise only touched rows, in first-touch order.
+    lists every row (dense Adam), touched or not; otherwise only touched rows; rows come in increasing order.
     """
     if all_rows:
         rows = np.arange(n_rows).astype(np.int32)
@@ -28,10 +28,14 @@ def group_by_row(
         for r in range(n_rows):
             slot[r] = r
     else:
+        # Touched rows in increasing order: walking memory in order is ~2x faster than random order
+        # for matrices of hundreds of MB (fewer TLB misses, working prefetch).
+        for r in entry_rows:
+            slot[r] = 0
         rows = np.empty(min(len(entry_rows), n_rows), dtype=np.int32)
         n_unique = 0
-        for r in entry_rows:
-            if slot[r] < 0:
+        for r in range(n_rows):
+            if slot[r] == 0:
                 slot[r] = n_unique
                 rows[n_unique] = r
                 n_unique += 1
