@@ -167,6 +167,7 @@ def run(spec: RunSpec, console: Console | None = None) -> dict[str, Any]:
         label += f" at {spec.bandwidth}" if spec.emulation == "netns" else f" ({spec.emulation} emulation)"
         console.print(f"[bold]run {run_id}[/]: {label}")
         env = launch.launch_env(tcp=spec.emulation == "netns" and spec.force_tcp)  # real hosts: MPI's choice
+        env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # the baselines' TensorFlow: warnings and errors only
         outcome = run_mpiexec(command, env, work, spec.timeout_s, console, label)
         after = cluster.wire_counters() if cluster else None
         oversubscribed = cluster.oversubscribed if cluster else False
