@@ -18,7 +18,7 @@ from dslide.kernels.rng import mix64
 
 EMPTY = -1  # a DWTA bin with no nonzero coordinate, before densification
 MAX_PROBES = 64  # random probes for a nonempty bin before falling back to a cyclic scan
-ROW_BLOCK = 32  # rows hashed together (SIMD lanes); scratch is allocated once per block
+ROW_BLOCK = 64  # rows hashed together (SIMD lanes; 64 measured ~30% faster than 32 or 128 for DWTA)
 
 
 @numba.njit(inline="always", cache=True)
