@@ -318,7 +318,8 @@ def build_record(spec, run_id, work, train, test, command, outcome, before, afte
     wire = summarize_counters(before, after)
     epoch_times = [m["epoch_time_s"] for m in metrics if m.get("epoch_time_s") is not None]
     epoch_time = sum(epoch_times) / len(epoch_times) if epoch_times else None
-    steps, steps_per_epoch = last.get("steps"), last.get("steps_per_epoch")
+    steps = last.get("steps")
+    steps_per_epoch = full_steps_per_epoch(last, train, spec.system_args)
     extrapolated = bool(spec.max_steps and steps and steps_per_epoch and steps < steps_per_epoch)
     if extrapolated and epoch_time is not None:
         epoch_time = epoch_time * steps_per_epoch / steps
@@ -383,6 +384,26 @@ def build_record(spec, run_id, work, train, test, command, outcome, before, afte
         "work_dir": str(work),
         "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
+
+
+def full_steps_per_epoch(last: dict[str, Any], train: str | None, system_args: list[str]) -> int | None:
+    """Steps of a whole epoch: the system's figure when it exceeds the steps run, else from the data.
+
+    Under --max-steps the baselines report steps_per_epoch = steps run; the whole epoch is then
+    ceil(training points / global batch), with the points from the XC header's first field.
+    """
+    steps, reported = last.get("steps"), last.get("steps_per_epoch")
+    if reported and (not steps or reported > steps):
+        return int(reported)
+    batch = last.get("global_batch_size")
+    if batch is None:
+        batch = int(system_args[system_args.index("--batch-size") + 1]) if "--batch-size" in system_args else 128
+    try:
+        with open(train or "") as f:
+            points = int(f.readline().split()[0])
+    except (OSError, ValueError, IndexError):
+        return int(reported) if reported else None
+    return -(-points // int(batch))
 
 
 def _mean(values) -> float | None:

@@ -119,3 +119,13 @@ def test_without_net_admin_the_run_explains_what_is_missing(tmp_path):
                           capture_output=True, text=True, timeout=60)  # fmt: skip
     assert done.returncode != 0
     assert "without CAP_NET_ADMIN" in done.stderr and "--no-emulation" in done.stderr
+
+
+def test_whole_epoch_steps_come_from_the_system_or_else_from_the_data(tmp_path):
+    from harness.run import full_steps_per_epoch
+
+    train = tmp_path / "train.txt"
+    train.write_text("1000 20 5\n")
+    assert full_steps_per_epoch({"steps": 5, "steps_per_epoch": 8}, str(train), []) == 8  # dslide: whole epoch
+    assert full_steps_per_epoch({"steps": 5, "steps_per_epoch": 5, "global_batch_size": 256}, str(train), []) == 4
+    assert full_steps_per_epoch({"steps": 5, "steps_per_epoch": 5}, str(train), ["--batch-size", "100"]) == 10
