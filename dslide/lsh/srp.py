@@ -16,13 +16,7 @@ class SimHash:
     """
 
     def __init__(
-        self,
-        dim: int,
-        bits_per_table: int,
-        num_tables: int,
-        range_pow: int,
-        density: float = 1 / 3,
-        seed: int = 0,
+        self, dim: int, bits_per_table: int, num_tables: int, range_pow: int, density: float = 1 / 3, seed: int = 0
     ) -> None:
         check_shape(num_tables, range_pow, bits_per_table)
         if not 0.0 < density <= 1.0:
