@@ -44,16 +44,29 @@ def append_jsonl(path: Path, record: dict[str, Any]) -> None:
         os.close(fd)
 
 
-def load_data(train: str | None, test: str | None, dataset: str | None) -> tuple[SparseDataset, SparseDataset]:
-    """Train and test sets from XC-format paths, or from a dataset name of dslide's registry."""
+def dataset_files(
+    train: str | None, test: str | None, dataset: str | None, data_dir: str | None = None, make: bool = True
+) -> tuple[str, str]:
+    """The train/test XC paths: given, or those of a registry dataset (a missing synthetic preset is made)."""
     if dataset:
+        if train or test:
+            raise click.UsageError("give either --dataset or --train/--test, not both")
+        from dslide.data.registry import data_dir as resolve_dir
         from dslide.data.registry import dataset_paths
 
-        train, test = (str(p) for p in dataset_paths(dataset))
+        return tuple(str(p) for p in dataset_paths(dataset, resolve_dir(data_dir), make=make))
     if not (train and test):
-        raise click.UsageError("give --train and --test, or --dataset")
+        raise click.UsageError("give --train and --test files, or --dataset NAME")
+    return train, test
+
+
+def load_data(
+    train: str | None, test: str | None, dataset: str | None, data_dir: str | None = None
+) -> tuple[SparseDataset, SparseDataset]:
+    """Train and test sets from XC-format paths, or from a dataset name of dslide's registry."""
     from dslide.data import load_dataset
 
+    train, test = dataset_files(train, test, dataset, data_dir)
     return load_dataset(train), load_dataset(test)
 
 
@@ -142,9 +155,8 @@ def common_options(fn: Callable) -> Callable:
             "--train", "train_path", type=click.Path(exists=True, dir_okay=False), help="XC-format train file."
         ),
         click.option("--test", "test_path", type=click.Path(exists=True, dir_okay=False), help="XC-format test file."),
-        click.option(
-            "--dataset", default=None, help="A dataset name of dslide's registry (instead of --train/--test)."
-        ),
+        click.option("--dataset", default=None, help="A registered dataset or synthetic preset (not --train/--test)."),
+        click.option("--data-dir", default=None, help="Where registered datasets live (as for dslide train)."),
         click.option("--epochs", default=1, show_default=True),
         click.option("--threads", default=1, show_default=True, help="TensorFlow intra-op threads (inter-op: 1)."),
         click.option("--lr", default=1e-4, show_default=True),

@@ -28,8 +28,8 @@ from baselines.common import (
     StepResult,
     append_jsonl,
     common_options,
+    dataset_files,
     epoch_record,
-    load_data,
     mean_loss,
     peak_rss_mb,
     train_epoch,
@@ -192,6 +192,7 @@ def main(
     train_path: str | None,
     test_path: str | None,
     dataset: str | None,
+    data_dir: str | None,
     out_dir: str,
     overlap: bool,
     cpu_ops: str | None,
@@ -200,7 +201,17 @@ def main(
     """Horovod data-parallel TensorFlow; launch with `mpiexec -n P`; rank 0 writes OUT/metrics.jsonl."""
     if cpu_ops:
         os.environ["HOROVOD_CPU_OPERATIONS"] = cpu_ops
-    train, test = load_data(train_path, test_path, dataset)
+    import horovod.tensorflow as hvd
+    import tensorflow as tf
+
+    from dslide.data import load_dataset
+
+    hvd.init()
+    if dataset and hvd.rank() == 0:  # rank 0 makes a missing synthetic preset; the others wait, then read it
+        dataset_files(train_path, test_path, dataset, data_dir)
+    hvd.allreduce(tf.constant(0.0), name="data_ready")  # a barrier
+    train_file, test_file = dataset_files(train_path, test_path, dataset, data_dir, make=False)
+    train, test = load_dataset(train_file), load_dataset(test_file)
     records = fit_horovod(train, test, settings_from_cli(kwargs), Path(out_dir), overlap=overlap)
     for r in records:
         click.echo(f"epoch {r['epoch']}: loss {r['loss']:.4f} p@1 {r['p@1']:.4f} {r['samples_per_s']:.1f} samples/s")

@@ -96,13 +96,14 @@ def main(
     train_path: str | None,
     test_path: str | None,
     dataset: str | None,
+    data_dir: str | None,
     out_dir: str,
     sample_fraction: float,
     sampler: str,
     **kwargs,
 ) -> None:
     """TensorFlow with sampled softmax on one node; writes OUT/metrics.jsonl."""
-    train, test = load_data(train_path, test_path, dataset)
+    train, test = load_data(train_path, test_path, dataset, data_dir)
     _, records = fit_sampled(train, test, settings_from_cli(kwargs), Path(out_dir), sample_fraction, sampler)
     for r in records:
         click.echo(f"epoch {r['epoch']}: loss {r['loss']:.4f} p@1 {r['p@1']:.4f} {r['samples_per_s']:.1f} samples/s")

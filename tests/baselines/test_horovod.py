@@ -99,3 +99,14 @@ def test_gloo_sends_a_ring_allreduce_of_every_gradient_per_step(xc_files, tmp_pa
     # The app-level count: per rank and step as above, summed over the epoch's steps and (bytes_sent) the ranks.
     assert record["bytes_sent_per_rank"] == len(steps) * int(expected)
     assert record["bytes_sent"] == processes * len(steps) * int(expected)
+
+
+def test_ranks_share_a_preset_that_rank_0_makes(tmp_path):
+    data = tmp_path / "data"
+    args = [*mpiexec(2), str(VENV_BIN / "python"), "-m", "baselines.horovod_tf", "--dataset", "tiny"]
+    args += ["--data-dir", str(data), "--max-steps", "2", "--hidden", "16", "--out", str(tmp_path / "out")]
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    done = subprocess.run(args, capture_output=True, text=True, env=env, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (record,) = [json.loads(line) for line in (tmp_path / "out" / "metrics.jsonl").read_text().splitlines()]
+    assert record["nodes"] == 2 and record["steps"] == 2

@@ -72,3 +72,15 @@ def test_cli_runs_from_xc_files(learnable_pair, tmp_path):
         assert done.returncode == 0, done.stderr[-3000:]
         (record,) = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
         assert record["threads"] == 2 and record["steps"] == 5 and set(record) >= SCHEMA
+
+
+def test_cli_resolves_a_registry_preset(tmp_path):
+    args = ["--dataset", "tiny", "--data-dir", str(tmp_path / "data"), "--max-steps", "3", "--hidden", "16"]
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [sys.executable, "-m", "baselines.tf_dense", *args, "--out", str(out)], capture_output=True, text=True, env=env
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    (record,) = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert record["steps"] == 3 and (tmp_path / "data").is_dir()
