@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
@@ -134,3 +135,18 @@ def test_a_prefix_in_use_is_refused_and_not_touched(make_cluster):
     with pytest.raises(ClusterError, match="already in use"):
         Cluster(1, "100mbit", prefix=first.prefix).up()
     assert first.status()["up"] is True
+
+
+def test_the_shell_reference_builds_and_removes_the_same_topology():
+    script, prefix = str(Path(__file__).resolve().parents[2] / "tc" / "cluster.sh"), "ds-shref-"
+    try:
+        subprocess.run([script, "up", prefix, "2", "100mbit"], check=True, timeout=30)
+        addr = subprocess.run(["ip", "-n", f"{prefix}n1", "-4", "-o", "addr", "show", "dev", "eth0"],
+                              capture_output=True, text=True, check=True).stdout  # fmt: skip
+        assert "198.18.0.2/24" in addr
+        assert "rate 100Mbit" in _tc("-n", f"{prefix}n1", "qdisc", "show", "dev", "eth0")
+    finally:
+        subprocess.run([script, "down", prefix, "2"], timeout=30)
+    assert leftovers(prefix) == []
+    refused = subprocess.run([script, "up", "lab-", "1"], capture_output=True, text=True)
+    assert refused.returncode == 2 and "prefix must" in refused.stderr
