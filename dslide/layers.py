@@ -244,7 +244,7 @@ class SampledOutputLayer:
 
     def rebuild(self) -> None:
         """Re-hash every neuron's weight vector into fresh tables."""
-        self.tables.build(self.family.hash(self.params.W), self.hash_seed + self.redraws)
+        self.tables.rebuild(self.family, self.params.W, self.hash_seed + self.redraws)
 
     def maybe_refresh(self, step: int) -> None:
         """SLIDE's schedule: new hash functions every M steps, table rebuilds at growing intervals."""
