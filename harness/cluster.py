@@ -385,6 +385,19 @@ def _signals_blocked():
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
+def leftovers(prefix: str) -> list[str]:
+    """Every namespace, root-namespace link, cpuset cgroup or state file that carries `prefix`."""
+    done = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True)
+    names = [line.split()[0] for line in done.stdout.splitlines() if line.startswith(prefix)]
+    names += sorted(p.name for p in Path("/sys/class/net").iterdir() if p.name.startswith(prefix))
+    for hierarchy in (cpusets.CGROUP_ROOT / "cpuset", cpusets.CGROUP_ROOT):
+        if hierarchy.is_dir():
+            names += sorted(str(p) for p in hierarchy.iterdir() if p.name.startswith(prefix))
+    if state_path(prefix).exists():
+        names.append(str(state_path(prefix)))
+    return names
+
+
 def stale_states() -> list[ClusterState]:
     """Clusters of the harness's prefix family whose owning process is dead."""
     return [s for s in all_states() if not s.owner_alive()]

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from harness.cluster import Cluster, emulation_problem
-from harness.state import state_path
+from harness.cluster import Cluster, emulation_problem, leftovers
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -17,19 +14,6 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         problem = emulation_problem()
         if problem:
             pytest.skip(problem)
-
-
-def leftovers(prefix: str) -> list[str]:
-    """Every namespace, link, cgroup or state file that still carries `prefix`."""
-    found = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
-    names = [n for n in found if n.startswith(prefix)]
-    names += [p.name for p in Path("/sys/class/net").iterdir() if p.name.startswith(prefix)]
-    for hierarchy in (Path("/sys/fs/cgroup/cpuset"), Path("/sys/fs/cgroup")):
-        if hierarchy.is_dir():
-            names += [str(p) for p in hierarchy.iterdir() if p.name.startswith(prefix)]
-    if state_path(prefix).exists():
-        names.append(str(state_path(prefix)))
-    return names
 
 
 @pytest.fixture

@@ -12,9 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.cluster import Cluster, ClusterError
+from harness.cluster import Cluster, ClusterError, leftovers
 from harness.state import read_state, state_path
-from tests.harness.conftest import leftovers
 
 pytestmark = pytest.mark.root
 
@@ -64,14 +63,14 @@ def test_processes_left_in_nodes_are_killed_by_down(make_cluster):
 OWNER = {
     "with": """
         import time
-        from harness.cluster import Cluster, ClusterError
+        from harness.cluster import Cluster, ClusterError, leftovers
         with Cluster(2, "100mbit") as cluster:
             print(cluster.prefix, flush=True)
             time.sleep(300)
     """,
     "up": """
         import time
-        from harness.cluster import Cluster, ClusterError
+        from harness.cluster import Cluster, ClusterError, leftovers
         cluster = Cluster(2, "100mbit")
         cluster.up()
         print(cluster.prefix, flush=True)

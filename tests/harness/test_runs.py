@@ -7,10 +7,10 @@ import sys
 
 import pytest
 
+from harness.cluster import leftovers
 from harness.rates import parse_rate
 from harness.records import read_records
 from harness.run import RunSpec, run
-from tests.harness.conftest import leftovers
 
 MIB = 1 << 20
 
