@@ -65,6 +65,7 @@ def _hidden(_ctx, _param, value: str) -> tuple[int, ...]:
 @click.option("--eval-every", default=0, show_default=True, help="Evaluate a held-out slice every N steps.")
 @click.option("--eval-slice", default=1000, show_default=True)
 @click.option("--eval-mode", type=click.Choice(["exact", "lsh"]), default="exact", show_default=True)
+@click.option("--test-points", type=int, default=None, help="Evaluate epochs on the first N test points only.")
 @click.option("--softmax", type=click.Choice(["reduce", "gather"]), default="reduce", show_default=True)
 @click.option("--partition", type=click.Choice(["contiguous", "strided"]), default="contiguous", show_default=True)
 @click.option("--checkpoint-every", default=0, show_default=True, help="Steps between checkpoints (0: each epoch).")
@@ -139,6 +140,7 @@ def _train(comm, train_path, test_path, dataset, data_dir, out_dir, **o) -> None
         eval_every=o["eval_every"],
         eval_slice=o["eval_slice"],
         eval_mode=o["eval_mode"],
+        test_points=o["test_points"],
         softmax=o["softmax"],
         partition=o["partition"],
         checkpoint_every=o["checkpoint_every"],

@@ -69,6 +69,7 @@ class TrainConfig:
     eval_every: int = 0  # evaluate a held-out slice every N steps (0 = only at epoch end)
     eval_slice: int = 1000  # points in that held-out slice
     eval_mode: Literal["exact", "lsh"] = "exact"
+    test_points: int | None = None  # evaluate the epoch on the first N test points only (None = all)
     softmax: Literal["reduce", "gather"] = "reduce"  # how ranks combine the softmax (D-SLIDE)
     partition: Literal["contiguous", "strided"] = "contiguous"  # neuron -> rank assignment (D-SLIDE)
     checkpoint_every: int = 0  # steps between checkpoints (0 = end of each epoch only)

@@ -214,6 +214,8 @@ def _epoch_record(
     """The epoch's metrics line: test P@k, time, throughput, and communication summed over ranks."""
     t0 = time.perf_counter()
     comm.reset_stats()
+    if cfg.test_points is not None:
+        test_ds = test_ds.subset(np.arange(min(cfg.test_points, len(test_ds))))
     scores = evaluate(net, test_ds, cfg.eval_mode, step=pos.global_step)
     eval_seconds = time.perf_counter() - t0
     eval_bytes = comm.stats.total_sent()
@@ -249,4 +251,5 @@ def _epoch_record(
         "eval_time_s": eval_seconds,
         "eval_bytes_sent": int(comm.sum_scalar(eval_bytes)),
         "eval_mode": cfg.eval_mode,
+        "test_points": len(test_ds),
     }
