@@ -83,15 +83,18 @@ def cluster_down(prefixes: tuple[str, ...], stale: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def cluster_status_command(as_json: bool) -> None:
     """List the harness's clusters, their nodes and whether their owner still runs."""
-    from harness.cluster import cluster_status
+    from harness.cluster import cluster_status, orphans
     from harness.state import all_states
 
     statuses = [cluster_status(s) for s in all_states()]
+    unowned = orphans()
     if as_json:
-        click.echo(json.dumps(statuses, indent=1))
+        click.echo(json.dumps({"clusters": statuses, "orphans": unowned}, indent=1))
         return
     if not statuses:
         click.echo("no harness clusters")
+    if unowned:
+        click.echo(f"without a state file (not removed automatically; `ip netns del` / `ip link del`): {unowned}")
     for s in statuses:
         owner = "manual" if s["owner_pid"] == 0 else f"pid {s['owner_pid']}" + ("" if s["owner_alive"] else " (dead)")
         health = "up" if s["up"] else "partly gone"

@@ -16,6 +16,7 @@ import contextlib
 import ipaddress
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -396,6 +397,23 @@ def leftovers(prefix: str) -> list[str]:
     if state_path(prefix).exists():
         names.append(str(state_path(prefix)))
     return names
+
+
+def orphans() -> list[str]:
+    """Namespaces and links of the harness's prefix family that no state file accounts for (remove by hand)."""
+    known = {s.prefix for s in all_states()}
+    done = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True)
+    names = [line.split()[0] for line in done.stdout.splitlines()]
+    names += [p.name for p in Path("/sys/class/net").iterdir()]
+    found = []
+    for name in names:
+        match = _FAMILY_NAME.match(name)
+        if match and match.group(1) not in known:
+            found.append(name)
+    return sorted(set(found))
+
+
+_FAMILY_NAME = re.compile(r"^(ds-[a-z0-9]{1,6}-)(?:n\d+|v\d+|br)$")
 
 
 def stale_states() -> list[ClusterState]:

@@ -149,3 +149,17 @@ def test_the_shell_reference_builds_and_removes_the_same_topology():
     assert leftovers(prefix) == []
     refused = subprocess.run([script, "up", "lab-", "1"], capture_output=True, text=True)
     assert refused.returncode == 2 and "prefix must" in refused.stderr
+
+
+def test_status_lists_family_names_without_a_state_file_and_stale_cleanup_leaves_them(make_cluster):
+    from harness.cluster import orphans
+
+    owned = make_cluster(1)
+    subprocess.run(["ip", "netns", "add", "ds-orpht-n0"], check=True)
+    try:
+        assert "ds-orpht-n0" in orphans()
+        assert not any(name.startswith(owned.prefix) for name in orphans())
+        subprocess.run([sys.executable, "-m", "harness.cli", "cluster", "down", "--stale"], check=True, timeout=60)
+        assert "ds-orpht-n0" in orphans()  # no owner known: not the harness's to delete
+    finally:
+        subprocess.run(["ip", "netns", "del", "ds-orpht-n0"], check=True)
