@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -11,6 +14,7 @@ from harness.cluster import leftovers
 from harness.rates import parse_rate
 from harness.records import read_records
 from harness.run import RunSpec, run
+from harness.state import all_states
 
 MIB = 1 << 20
 
@@ -129,3 +133,52 @@ def test_whole_epoch_steps_come_from_the_system_or_else_from_the_data(tmp_path):
     assert full_steps_per_epoch({"steps": 5, "steps_per_epoch": 8}, str(train), []) == 8  # dslide: whole epoch
     assert full_steps_per_epoch({"steps": 5, "steps_per_epoch": 5, "global_batch_size": 256}, str(train), []) == 4
     assert full_steps_per_epoch({"steps": 5, "steps_per_epoch": 5}, str(train), ["--batch-size", "100"]) == 10
+
+
+@pytest.mark.root
+@pytest.mark.mpi
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_stopping_harness_run_ends_the_job_and_removes_the_cluster(tmp_path, sig):
+    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", "--system", "payload", "--nodes", "2",
+                             "--bandwidth", "100mbit", "--out", str(tmp_path), "--", "--bytes", str(64 * MIB),
+                             "--repeat", "20"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        state = None
+        while state is None:  # wait until its ranks run inside the nodes
+            assert time.monotonic() < deadline, "the run never started its ranks"
+            state = next((s for s in all_states() if s.owner_pid == proc.pid), None)
+            if state and "payload" not in _node_commands(state.nodes[1].netns):
+                state = None
+            time.sleep(0.1)
+        proc.send_signal(sig)
+        proc.wait(timeout=20)
+        assert proc.returncode != 0
+        assert leftovers(state.prefix) == []
+        assert _processes_mentioning(str(tmp_path)) == []  # mpiexec (own session) and ranks are gone too
+    finally:
+        proc.kill()
+
+
+def _node_commands(netns: str) -> str:
+    pids = subprocess.run(["ip", "netns", "pids", netns], capture_output=True, text=True).stdout.split()
+    commands = []
+    for pid in pids:
+        try:
+            commands.append(Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode())
+        except OSError:
+            continue
+    return "\n".join(commands)
+
+
+def _processes_mentioning(text: str) -> list[str]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if text in cmdline:
+                found.append(cmdline)
+    return found
