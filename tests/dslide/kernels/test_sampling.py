@@ -1,0 +1,77 @@
+"""The active-set kernel: labels first, bucket union without duplicates, top-k by frequency, padding."""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+import pytest
+
+from dslide.kernels.sampling import active_upper_bounds, compact, select_active
+from dslide.lsh.tables import LSHTables
+
+
+def run(codes, tables, lab_ptr, lab_ids, n, *, topk=0, min_active=0, pad_threshold=0, threads=1, step=0):
+    numba.set_num_threads(threads)
+    ub = active_upper_bounds(codes, tables.offsets, lab_ptr, min_active, n)
+    buf_ptr = np.r_[0, np.cumsum(ub)].astype(np.int64)
+    buf = np.empty(buf_ptr[-1], dtype=np.int32)
+    count = np.empty(len(ub), dtype=np.int64)
+    marks = np.zeros((threads, n), dtype=np.int32)
+    select_active(codes, tables.offsets, tables.ids, lab_ptr, lab_ids, n, topk > 0, topk, min_active,
+                  pad_threshold, 11, step, buf_ptr, buf, count, marks)  # fmt: skip
+    assert not marks.any()  # scratch left clean for the next call
+    ptr, ids = compact(buf, buf_ptr, count)
+    return [ids[ptr[b] : ptr[b + 1]] for b in range(len(count))]
+
+
+@pytest.fixture
+def setup():
+    rng = np.random.default_rng(0)
+    n, L, R, B = 200, 6, 3, 16
+    neuron_codes = rng.integers(0, 2**R, (n, L)).astype(np.int32)
+    tables = LSHTables(L, R, capacity=1000)
+    tables.build(neuron_codes)
+    codes = rng.integers(0, 2**R, (B, L)).astype(np.int32)
+    labels = [rng.choice(n, rng.integers(0, 4), replace=False) for _ in range(B)]
+    lab_ptr = np.r_[0, np.cumsum([len(x) for x in labels])].astype(np.int64)
+    lab_ids = np.concatenate(labels).astype(np.int32)
+    return neuron_codes, tables, codes, labels, lab_ptr, lab_ids, n
+
+
+def test_union_of_buckets_with_labels_first(setup):
+    neuron_codes, tables, codes, labels, lab_ptr, lab_ids, n = setup
+    for b, active in enumerate(run(codes, tables, lab_ptr, lab_ids, n)):
+        in_buckets = set(np.flatnonzero((neuron_codes == codes[b]).any(axis=1)))
+        assert len(set(active)) == len(active)
+        assert list(active[: len(labels[b])]) == list(labels[b])
+        assert set(active) == in_buckets | set(labels[b])
+
+
+def test_topk_keeps_the_most_frequent_neurons(setup):
+    neuron_codes, tables, codes, labels, lab_ptr, lab_ids, n = setup
+    k = 5
+    for b, active in enumerate(run(codes, tables, lab_ptr, lab_ids, n, topk=k)):
+        freq = (neuron_codes == codes[b]).sum(axis=1)
+        freq[labels[b]] = 0
+        chosen = active[len(labels[b]) :]
+        if (freq > 0).sum() > k:
+            assert len(chosen) == k
+            assert freq[chosen].min() >= np.sort(freq)[-k]
+
+
+def test_padding_reaches_min_active_and_does_not_depend_on_threads(setup):
+    neuron_codes, tables, codes, labels, lab_ptr, lab_ids, n = setup
+    one = run(codes, tables, lab_ptr, lab_ids, n, min_active=120, pad_threshold=150, threads=1)
+    two = run(codes, tables, lab_ptr, lab_ids, n, min_active=120, pad_threshold=150, threads=2)
+    for a, b in zip(one, two, strict=True):
+        assert len(a) >= 120 and len(set(a)) == len(a)
+        np.testing.assert_array_equal(a, b)
+    other_step = run(codes, tables, lab_ptr, lab_ids, n, min_active=120, pad_threshold=150, step=1)
+    assert any(not np.array_equal(a, b) for a, b in zip(one, other_step, strict=True))
+
+
+def test_min_active_at_least_n_makes_every_neuron_active(setup):
+    _, tables, codes, labels, lab_ptr, lab_ids, n = setup
+    for b, active in enumerate(run(codes, tables, lab_ptr, lab_ids, n, min_active=n, pad_threshold=n + 1)):
+        assert sorted(active) == list(range(n))
+        assert list(active[: len(labels[b])]) == list(labels[b])
