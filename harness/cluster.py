@@ -35,6 +35,7 @@ from harness.state import (
     check_prefix,
     process_start_ticks,
     remove_state,
+    state_lock,
     state_path,
     write_state,
 )
@@ -150,11 +151,26 @@ class Cluster:
             raise ClusterError(problem)
         if self.state is not None:
             raise ClusterError(f"cluster {self.prefix} is already up")
+        with state_lock():  # names and subnet are claimed (state file written) before another run looks
+            self.state = self._claim()
+        try:
+            self._create_bridge()
+            for node in self.state.nodes:
+                self._create_node(node)
+                node.cgroup = cpusets.create(self.state.cgroup_layout, node.netns, node.cores)
+                write_state(self.state)
+        except BaseException:
+            self.down()
+            raise
+        return self.state
+
+    def _claim(self) -> ClusterState:
+        """Check the names are free, pick a subnet, and write the state file (before creating anything)."""
         self._check_names_are_free()
         subnet = _free_subnet()
         layout = cpusets.detect_layout()
         owner = 0 if self.persistent else os.getpid()
-        self.state = ClusterState(
+        state = ClusterState(
             prefix=self.prefix,
             owner_pid=owner,
             owner_start_ticks=(process_start_ticks(owner) or 0) if owner else 0,
@@ -180,17 +196,8 @@ class Cluster:
             ],
         )
         atexit.register(self.down)  # a script that exits without down() still cleans up
-        write_state(self.state)  # before creating anything, so a crash mid-way is found by `down --stale`
-        try:
-            self._create_bridge()
-            for node in self.state.nodes:
-                self._create_node(node)
-                node.cgroup = cpusets.create(layout, node.netns, node.cores)
-                write_state(self.state)
-        except BaseException:
-            self.down()
-            raise
-        return self.state
+        write_state(state)  # a crash from here on is found by `down --stale`
+        return state
 
     def _check_names_are_free(self) -> None:
         """Refuse a prefix already in use, so that teardown only ever removes what this cluster made."""
@@ -356,8 +363,8 @@ def _kill_netns_processes(netns: str, timeout_s: float = 5.0) -> None:
 
 
 def _free_subnet() -> ipaddress.IPv4Network:
-    """The lowest 198.18.0.0/15 /24 that no interface of this machine uses yet."""
-    used = set()
+    """The lowest 198.18.0.0/15 /24 that no interface of this machine and no harness cluster uses yet."""
+    used = {ipaddress.ip_network(f"{s.bridge_address}/24", strict=False) for s in all_states()}
     for link in json.loads(run_ip("ip", "-j", "-4", "addr", "show")):
         for addr in link.get("addr_info", []):
             ip = ipaddress.ip_address(addr["local"])

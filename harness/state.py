@@ -6,9 +6,12 @@ One JSON file per cluster in STATE_DIR (root-only). The launcher agent trusts on
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -77,6 +80,15 @@ def process_start_ticks(pid: int) -> int | None:
     if fields[0] == "Z":  # a zombie is dead for our purposes
         return None
     return int(fields[19])
+
+
+@contextmanager
+def state_lock() -> Iterator[None]:
+    """Exclusive lock over the state directory while a cluster claims its names and subnet."""
+    STATE_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with open(STATE_DIR / ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def write_state(state: ClusterState) -> Path:

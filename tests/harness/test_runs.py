@@ -182,3 +182,13 @@ def _processes_mentioning(text: str) -> list[str]:
             if text in cmdline:
                 found.append(cmdline)
     return found
+
+
+@pytest.mark.root
+@pytest.mark.mpi
+def test_a_run_next_to_another_cluster_gets_its_own_subnet(tmp_path, make_cluster):
+    other = make_cluster(1)
+    record = payload_run(tmp_path, 2, "--bytes", str(4 * MIB))
+    assert record["status"] == "ok", record["error"]
+    bridge = record["config"]["command"][record["config"]["command"].index("-localhost") + 1]
+    assert bridge.startswith("198.18.") and bridge != other.bridge_address
