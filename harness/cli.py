@@ -109,7 +109,8 @@ def cluster_status_command(as_json: bool) -> None:
 @click.option("--nodes", type=click.IntRange(1, 253), default=1, show_default=True)
 @click.option("--cores", "cores_per_node", type=click.IntRange(min=1), default=1, show_default=True,
               help="Cores per node (also the system's --threads).")  # fmt: skip
-@click.option("--bandwidth", default="1gbit", show_default=True, help="Per-direction link rate: 100mbit, 1gbit, ...")
+@click.option("--bandwidth", default=None,
+              help="Per-direction link rate: 100mbit, 1gbit (default), ...; with --hostfile only a label.")  # fmt: skip
 @click.option("--dataset", default=None, help="A registered dataset or synthetic preset (see `harness data list`).")
 @click.option("--data-dir", default=None, help="Where registered datasets live.")
 @click.option("--train", type=click.Path(dir_okay=False), default=None, help="XC-format training file.")
@@ -146,6 +147,8 @@ def run_command(system: str, nodes: int, cores_per_node: int, bandwidth: str, da
 
     if no_emulation and hostfile:
         raise click.UsageError("--no-emulation and --hostfile exclude each other")
+    if bandwidth is None:
+        bandwidth = "unknown" if hostfile else "1gbit"
     spec = RunSpec(system=system, nodes=nodes, cores_per_node=cores_per_node, bandwidth=bandwidth, train=train,
                    test=test, dataset=dataset, data_dir=data_dir, epochs=epochs, max_steps=max_steps, out=Path(out),
                    name=name, emulation="hostfile" if hostfile else "none" if no_emulation else "netns",
