@@ -145,7 +145,7 @@ class Adam(tf.Module):
             var.assign_sub(self.lr * (m / mc) / (tf.sqrt(v / vc) + self.eps))
 
 
-def top_k_predictions(model: SparseMLP, data: SparseDataset, k: int = 5, chunk: int = 512) -> np.ndarray:
+def top_k_predictions(model: SparseMLP, data: SparseDataset, k: int = 5, chunk: int = 256) -> np.ndarray:
     """(n, k) label ids of the k largest logits of every point, best first, computed exactly in chunks."""
 
     @tf.function(input_signature=[BATCH_SIGNATURE[0]])
@@ -159,7 +159,7 @@ def top_k_predictions(model: SparseMLP, data: SparseDataset, k: int = 5, chunk: 
     return np.concatenate(out) if out else np.zeros((0, k), dtype=np.int32)
 
 
-def evaluate(model: SparseMLP, data: SparseDataset, chunk: int = 512) -> dict[str, float]:
+def evaluate(model: SparseMLP, data: SparseDataset, chunk: int = 256) -> dict[str, float]:
     """P@1, P@3, P@5 over `data` with dslide's precision_at_k."""
     top = top_k_predictions(model, data, k=5, chunk=chunk)
     return {f"p@{k}": precision_at_k(top, data.label_indptr, data.label_indices, k) for k in (1, 3, 5)}

@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.baselines.conftest import learnable_dataset, write_xc
+from dslide.data import write_xc
+from tests.baselines.learnable import learnable_dataset
 
 pytest.importorskip("tensorflow")
 pytest.importorskip("horovod.tensorflow")
@@ -26,8 +27,8 @@ HIDDEN = 16
 def xc_files(tmp_path_factory) -> tuple[Path, Path]:
     folder = tmp_path_factory.mktemp("xc")
     data = learnable_dataset(1200, num_features=200, num_labels=30, seed=2)
-    write_xc(data.subset(np.arange(1000)), folder / "train.txt")
-    write_xc(data.subset(np.arange(1000, 1200)), folder / "test.txt")
+    write_xc(folder / "train.txt", data.subset(np.arange(1000)))
+    write_xc(folder / "test.txt", data.subset(np.arange(1000, 1200)))
     return folder / "train.txt", folder / "test.txt"
 
 

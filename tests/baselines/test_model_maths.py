@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.baselines.conftest import learnable_dataset
+from tests.baselines.learnable import learnable_dataset
 
 tf = pytest.importorskip("tensorflow")
 

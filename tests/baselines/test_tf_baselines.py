@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-from tests.baselines.conftest import write_xc
+from dslide.data import write_xc
 
 pytest.importorskip("tensorflow")
 
@@ -55,8 +55,8 @@ def test_dense_learns_and_writes_the_common_schema(learnable_pair, tmp_path):
 
 def test_cli_runs_from_xc_files(learnable_pair, tmp_path):
     train, test = learnable_pair
-    write_xc(train, tmp_path / "train.txt")
-    write_xc(test, tmp_path / "test.txt")
+    write_xc(tmp_path / "train.txt", train)
+    write_xc(tmp_path / "test.txt", test)
     args = ["--train", str(tmp_path / "train.txt"), "--test", str(tmp_path / "test.txt"), "--threads", "2"]
     args += ["--epochs", "1", "--max-steps", "5", "--batch-size", "32", "--hidden", "16,8", "--seed", "3"]
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
