@@ -119,7 +119,10 @@ def cluster_status_command(as_json: bool) -> None:
 @click.option("--max-steps", type=click.IntRange(min=1), default=None,
               help="Stop each epoch after S steps; the epoch time is then extrapolated (and labelled so).")  # fmt: skip
 @click.option("--out", type=click.Path(file_okay=False), default="results/runs", show_default=True,
-              help="Records go to OUT/<name>.jsonl, the systems' own output to OUT/work/<run id>/.")  # fmt: skip
+              help="Records go to OUT/<name>.jsonl.")  # fmt: skip
+@click.option("--work-dir", default=None, type=click.Path(file_okay=False),
+              help="The systems' own output goes to WORK_DIR/<run id>/ (default ~/.cache/dslide/runs).")  # fmt: skip
+@click.option("--keep-checkpoints", is_flag=True, help="Keep dslide's checkpoint/ in the work directory.")
 @click.option("--name", default=None, help="Records file name (default: the system).")
 @click.option("--oversubscribe", is_flag=True, help="Allow nodes x cores beyond this machine's cores (recorded).")
 @click.option("--no-emulation", is_flag=True, help="Plain local mpiexec: loopback, unshaped (recorded as such).")
@@ -131,8 +134,9 @@ def cluster_status_command(as_json: bool) -> None:
 @click.argument("system_args", nargs=-1, type=click.UNPROCESSED)
 def run_command(system: str, nodes: int, cores_per_node: int, bandwidth: str, dataset: str | None,
                 data_dir: str | None, train: str | None, test: str | None, epochs: int, max_steps: int | None,
-                out: str, name: str | None, oversubscribe: bool, no_emulation: bool, hostfile: str | None,
-                mtu: int | None, timeout_s: float, system_args: tuple[str, ...]) -> None:  # fmt: skip
+                out: str, work_dir: str | None, keep_checkpoints: bool, name: str | None, oversubscribe: bool,
+                no_emulation: bool, hostfile: str | None, mtu: int | None, timeout_s: float,
+                system_args: tuple[str, ...]) -> None:  # fmt: skip
     """Run one system on an emulated cluster (or locally / on real hosts) and record it.
 
     Extra arguments after `--` go to the system, e.g. `-- --hidden 256` or, for payload, `-- --bytes 16777216`.
@@ -153,6 +157,7 @@ def run_command(system: str, nodes: int, cores_per_node: int, bandwidth: str, da
                    test=test, dataset=dataset, data_dir=data_dir, epochs=epochs, max_steps=max_steps, out=Path(out),
                    name=name, emulation="hostfile" if hostfile else "none" if no_emulation else "netns",
                    hostfile=hostfile, oversubscribe=oversubscribe, mtu=mtu, timeout_s=timeout_s,
+                   work_root=Path(work_dir) if work_dir else None, keep_checkpoints=keep_checkpoints,
                    system_args=list(system_args))  # fmt: skip
     try:
         record = run(spec)
@@ -184,10 +189,16 @@ def _split(text: str, kind: type = str) -> list:
 @click.option("--out", type=click.Path(file_okay=False), default="results/runs", show_default=True)
 @click.option("--name", default="sweep", show_default=True, help="Records file OUT/<name>.jsonl (resumes from it).")
 @click.option("--oversubscribe", is_flag=True)
+@click.option("--work-dir", default=None, type=click.Path(file_okay=False), help="As for `harness run`.")
+@click.argument("system_args", nargs=-1, type=click.UNPROCESSED)
 def sweep_command(systems: str, nodes_list: str, cores_list: str, bandwidths: str, dataset: str | None,
                   data_dir: str | None, train: str | None, test: str | None, epochs: int, max_steps: int | None,
-                  budget_s: float, out: str, name: str, oversubscribe: bool) -> None:  # fmt: skip
-    """Run systems x nodes x cores x bandwidths on emulated clusters; skips points already recorded."""
+                  budget_s: float, out: str, name: str, oversubscribe: bool, work_dir: str | None,
+                  system_args: tuple[str, ...]) -> None:  # fmt: skip
+    """Run systems x nodes x cores x bandwidths on emulated clusters; skips points already recorded.
+
+    Arguments after `--` go to every system.
+    """
     from pathlib import Path
 
     from harness.cluster import ClusterError
@@ -197,7 +208,8 @@ def sweep_command(systems: str, nodes_list: str, cores_list: str, bandwidths: st
     from harness.sweep import sweep
 
     base = RunSpec(system="payload", dataset=dataset, data_dir=data_dir, train=train, test=test, epochs=epochs,
-                   max_steps=max_steps, out=Path(out), name=name, oversubscribe=oversubscribe)  # fmt: skip
+                   max_steps=max_steps, out=Path(out), name=name, oversubscribe=oversubscribe,
+                   work_root=Path(work_dir) if work_dir else None, system_args=list(system_args))  # fmt: skip
     try:
         records = sweep(base, _split(systems), _split(nodes_list, int), _split(cores_list, int),
                         _split(bandwidths), budget_s)  # fmt: skip

@@ -12,6 +12,7 @@ import json
 import os
 import re
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -32,6 +33,7 @@ from harness import launch
 from harness.cluster import Cluster, emulation_problem
 from harness.records import append_record, git_commit, machine_info
 
+DEFAULT_WORK_ROOT = Path(os.environ.get("DSLIDE_HARNESS_WORK", Path.home() / ".cache" / "dslide" / "runs"))
 SYSTEMS = ("dslide", "tf-dense", "tf-sampled", "horovod", "payload")
 SINGLE_NODE_SYSTEMS = ("tf-dense", "tf-sampled")
 EMULATIONS = ("netns", "none", "hostfile")
@@ -65,6 +67,8 @@ class RunSpec:
     oversubscribe: bool = False
     mtu: int | None = None
     timeout_s: float = 3600.0
+    work_root: Path | None = None  # systems' output dirs go here (default: ~/.cache/dslide/runs)
+    keep_checkpoints: bool = False  # dslide writes a checkpoint per epoch (1.4 GB at Amazon-670K size)
     system_args: list[str] = field(default_factory=list)  # passed through to the system
     force_tcp: bool = True  # False only to demonstrate the shared-memory trap (and the check that catches it)
 
@@ -147,7 +151,7 @@ def run(spec: RunSpec, console: Console | None = None) -> dict[str, Any]:
                           oversubscribe=spec.oversubscribe)  # fmt: skip
     train, test = resolve_data(spec)
     run_id = new_run_id()
-    work = (spec.out / "work" / run_id).resolve()
+    work = ((spec.work_root or DEFAULT_WORK_ROOT) / run_id).resolve()
     work.mkdir(parents=True)
     program, mpiexec = system_program(spec, train, test, work)
     started = time.time()
@@ -174,6 +178,8 @@ def run(spec: RunSpec, console: Console | None = None) -> dict[str, Any]:
         addresses = {n.address: n.hostname for n in cluster.state.nodes} if cluster and cluster.state else {}
     record = build_record(spec, run_id, work, train, test, command, outcome, before, after, oversubscribed, addresses)
     record["cluster_prefix"] = cluster.prefix if cluster else None
+    if not spec.keep_checkpoints and (work / "checkpoint").is_dir():
+        shutil.rmtree(work / "checkpoint")  # the harness made `work`; the metrics are in the record
     record["wall_time_s"] = round(time.time() - started, 3)
     path = append_record(spec.out / f"{spec.name or spec.system}.jsonl", record)
     colour = "green" if record["status"] == "ok" else "red"

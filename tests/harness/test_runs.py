@@ -21,6 +21,7 @@ MIB = 1 << 20
 
 def payload_run(tmp_path, nodes, *payload_args, **spec):
     spec.setdefault("bandwidth", "100mbit")
+    spec.setdefault("work_root", tmp_path / "work")
     record = run(RunSpec(system="payload", nodes=nodes, out=tmp_path, system_args=list(payload_args), **spec))
     assert record == read_records(tmp_path / "payload.jsonl")[-1]
     if record["cluster_prefix"]:
@@ -110,7 +111,7 @@ def harness(*argv, **kwargs):
     ],
 )
 def test_bad_run_arguments_get_clear_errors(tmp_path, argv, message):
-    done = harness("run", "--out", str(tmp_path), *argv)
+    done = harness("run", "--out", str(tmp_path), "--work-dir", str(tmp_path / "work"), *argv)
     assert done.returncode != 0
     assert message in done.stderr
     assert "Traceback" not in done.stderr
@@ -140,7 +141,8 @@ def test_whole_epoch_steps_come_from_the_system_or_else_from_the_data(tmp_path):
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_stopping_harness_run_ends_the_job_and_removes_the_cluster(tmp_path, sig):
     proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", "--system", "payload", "--nodes", "2",
-                             "--bandwidth", "100mbit", "--out", str(tmp_path), "--", "--bytes", str(64 * MIB),
+                             "--bandwidth", "100mbit", "--out", str(tmp_path), "--work-dir", str(tmp_path / "work"),
+                             "--", "--bytes", str(64 * MIB),
                              "--repeat", "20"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
     try:
         deadline = time.monotonic() + 30
@@ -192,3 +194,21 @@ def test_a_run_next_to_another_cluster_gets_its_own_subnet(tmp_path, make_cluste
     assert record["status"] == "ok", record["error"]
     bridge = record["config"]["command"][record["config"]["command"].index("-localhost") + 1]
     assert bridge.startswith("198.18.") and bridge != other.bridge_address
+
+
+@pytest.mark.root
+@pytest.mark.mpi
+@pytest.mark.slow
+def test_dslide_train_runs_on_two_emulated_nodes_and_is_recorded(tmp_path):
+    from dslide.data.registry import dataset_paths
+
+    train, test = dataset_paths("tiny", tmp_path / "data")
+    spec = RunSpec(system="dslide", nodes=2, bandwidth="1gbit", train=str(train), test=str(test), max_steps=4,
+                   out=tmp_path, work_root=tmp_path / "work", timeout_s=300)  # fmt: skip
+    record = run(spec)
+    assert record["status"] == "ok", record["error"]
+    assert record["epoch_time_extrapolated"] is True and record["steps"] == 4 < record["steps_per_epoch"]
+    assert record["p@1"] is not None and record["samples_per_s"] > 0 and len(record["peak_rss_mb_per_node"]) == 2
+    assert 0.9 <= record["wire_bytes"] / record["app_bytes"] <= 1.2
+    assert not (tmp_path / "work" / record["run_id"] / "checkpoint").exists()
+    assert leftovers(record["cluster_prefix"]) == []

@@ -17,7 +17,8 @@ def test_single_node_systems_run_once_per_cores_and_bandwidth():
 @pytest.mark.root
 @pytest.mark.mpi
 def test_a_sweep_skips_points_already_recorded(tmp_path):
-    base = RunSpec(system="payload", out=tmp_path, name="s", system_args=["--bytes", "1048576"])
+    base = RunSpec(system="payload", out=tmp_path, name="s", system_args=["--bytes", "1048576"],
+                   work_root=tmp_path / "work")  # fmt: skip
     first = sweep(base, ["payload"], [1, 2], [1], ["100mbit"], budget_s=60)
     assert [(r["nodes"], r["status"]) for r in first] == [(1, "ok"), (2, "ok")]
     again = sweep(base, ["payload"], [1, 2], [1], ["100mbit", "1gbit"], budget_s=60)
