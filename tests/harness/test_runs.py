@@ -212,3 +212,24 @@ def test_dslide_train_runs_on_two_emulated_nodes_and_is_recorded(tmp_path):
     assert 0.9 <= record["wire_bytes"] / record["app_bytes"] <= 1.2
     assert not (tmp_path / "work" / record["run_id"] / "checkpoint").exists()
     assert leftovers(record["cluster_prefix"]) == []
+
+
+@pytest.mark.root
+@pytest.mark.mpi
+@pytest.mark.tf
+@pytest.mark.slow
+def test_horovod_runs_on_two_emulated_nodes_with_its_own_mpiexec(tmp_path):
+    from baselines.env import baseline_python
+    from baselines.env import mpiexec as baseline_mpiexec
+    from dslide.data.registry import dataset_paths
+
+    if not baseline_python().exists():
+        pytest.skip(f"no baseline environment at {baseline_python()} (nox -s horovod builds it)")
+    train, test = dataset_paths("tiny", tmp_path / "data")
+    spec = RunSpec(system="horovod", nodes=2, bandwidth="1gbit", train=str(train), test=str(test), max_steps=4,
+                   out=tmp_path, work_root=tmp_path / "work", timeout_s=300)  # fmt: skip
+    record = run(spec)
+    assert record["status"] == "ok", record["error"]
+    assert record["config"]["command"][0] == str(baseline_mpiexec())
+    assert record["epoch_time_extrapolated"] is True and record["steps_per_epoch"] > record["steps"] == 4
+    assert record["wire_bytes"] >= 0.9 * record["app_bytes"] > 0
