@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 
 import click
@@ -32,7 +33,7 @@ def cluster() -> None:
 def cluster_up(nodes: int, bandwidth: str, cores_per_node: int, mtu: int | None, oversubscribe: bool) -> None:
     """Bring up a cluster that stays until `harness cluster down PREFIX`."""
     from harness.cluster import Cluster, ClusterError
-    from harness.launch import emulated_command
+    from harness.launch import TCP_ENV, emulated_command
     from harness.rates import RateError
 
     try:
@@ -43,9 +44,11 @@ def cluster_up(nodes: int, bandwidth: str, cores_per_node: int, mtu: int | None,
     click.echo(f"cluster {state.prefix} up: {nodes} nodes at {bandwidth}, bridge {state.bridge_address}")
     for node in state.nodes:
         click.echo(f"  {node.hostname}  {node.address}  netns {node.netns}  cores {node.cores}")
-    command = " ".join(emulated_command(state, 1, ["python", "-m", "harness.payload", "--bytes", "16777216"]))
-    click.echo("run MPI on it (with MPIR_CVAR_CH4_NETMOD=ofi FI_PROVIDER=tcp DSLIDE_HARNESS_PYTHON=<python>):")
-    click.echo(f"  {command}")
+    program = [sys.executable, "-m", "harness.payload", "--bytes", "16777216"]
+    env = {**TCP_ENV, "DSLIDE_HARNESS_PYTHON": sys.executable}
+    command = ["env", *(f"{k}={v}" for k, v in env.items()), *emulated_command(state, 1, program)]
+    click.echo("run MPI on it, e.g.:")
+    click.echo(f"  {shlex.join(command)}")
     click.echo(f"remove it: harness cluster down {state.prefix}")
 
 

@@ -195,7 +195,8 @@ class Cluster:
                 for i in range(self.nodes)
             ],
         )
-        atexit.register(self.down)  # a script that exits without down() still cleans up
+        if not self.persistent:
+            atexit.register(self.down)  # a script that exits without down() still cleans up
         write_state(state)  # a crash from here on is found by `down --stale`
         return state
 

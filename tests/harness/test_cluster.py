@@ -163,3 +163,25 @@ def test_status_lists_family_names_without_a_state_file_and_stale_cleanup_leaves
         assert "ds-orpht-n0" in orphans()  # no owner known: not the harness's to delete
     finally:
         subprocess.run(["ip", "netns", "del", "ds-orpht-n0"], check=True)
+
+
+def test_cluster_up_from_the_command_line_stays_until_cluster_down():
+    def harness(*argv):
+        return subprocess.run([sys.executable, "-m", "harness.cli", "cluster", *argv], capture_output=True,
+                              text=True, timeout=60)  # fmt: skip
+
+    up = harness("up", "--nodes", "2", "--bandwidth", "100mbit")
+    assert up.returncode == 0, up.stderr
+    prefix = up.stdout.split()[1]
+    try:
+        assert leftovers(prefix) != []  # still up after the command exited
+        status = json.loads(harness("status", "--json").stdout)
+        mine = next(c for c in status["clusters"] if c["prefix"] == prefix)
+        assert mine["up"] and mine["owner_pid"] == 0
+        assert "mpiexec" in up.stdout and "harness.payload" in up.stdout
+        assert harness("down", "--stale").returncode == 0
+        assert leftovers(prefix) != []  # a manual cluster is never stale
+    finally:
+        down = harness("down", prefix)
+    assert down.returncode == 0 and f"removed {prefix}" in down.stdout
+    assert leftovers(prefix) == []
