@@ -44,13 +44,24 @@ def io_bytes() -> tuple[int, int]:
     return int(fields["wchar"]), int(fields["rchar"])
 
 
+def slices_bytes(grad) -> int:
+    """Bytes of an IndexedSlices gradient as Horovod allgathers it: its values and its indices."""
+    return int(grad.values.numpy().nbytes + grad.indices.numpy().nbytes)
+
+
 def ring_allreduce_bytes(gradient_bytes: int, processes: int) -> int:
     """Bytes one process sends (and receives) in a ring allreduce (reduce-scatter + allgather) of a buffer."""
     return 2 * (processes - 1) * gradient_bytes // processes
 
 
-def fit_horovod(train, test, settings: Settings, out_dir: Path | None, overlap: bool = False) -> list[dict]:
+def fit_horovod(
+    train, test, settings: Settings, out_dir: Path | None, overlap: bool = False, sparse_gradient: bool = False
+) -> list[dict]:
     """Train data parallel under Horovod; rank 0 evaluates and writes metrics.jsonl (and steps.jsonl)."""
+    if overlap and sparse_gradient:
+        raise ValueError(
+            "--overlap counts bytes from the dense gradient sizes; it does not combine with --sparse-gradient"
+        )
     import horovod.tensorflow as hvd
     import tensorflow as tf
 
@@ -59,10 +70,13 @@ def fit_horovod(train, test, settings: Settings, out_dir: Path | None, overlap: 
     hvd.init()
     rank, size = hvd.rank(), hvd.size()
     set_threads(settings.threads)
-    model = SparseMLP(train.num_features, train.num_labels, settings.hidden, settings.init_scale, settings.seed)
+    model = SparseMLP(
+        train.num_features, train.num_labels, settings.hidden, settings.init_scale, settings.seed, sparse_gradient
+    )
     adam = Adam(model.parameters, settings.lr, settings.beta1, settings.beta2, settings.eps)
     hvd.broadcast_variables(model.parameters, root_rank=0)
-    gradient_bytes = sum(int(np.prod(p.shape)) * p.dtype.size for p in model.parameters)
+    dense_grads = model.parameters[1:] if sparse_gradient else model.parameters  # W0 is gathered, not reduced
+    gradient_bytes = sum(int(np.prod(p.shape)) * p.dtype.size for p in dense_grads)
     step_signature = (*BATCH_SIGNATURE, tf.TensorSpec([], tf.float32))
 
     @tf.function(input_signature=step_signature)
@@ -91,8 +105,8 @@ def fit_horovod(train, test, settings: Settings, out_dir: Path | None, overlap: 
     if overlap:
         overlapped_step.get_concrete_function()
     else:
-        local_gradients.get_concrete_function()
-        specs = [tf.TensorSpec(p.shape, p.dtype) for p in model.parameters]
+        _, symbolic_grads = local_gradients.get_concrete_function().structured_outputs
+        specs = [tf.type_spec_from_value(g) for g in symbolic_grads]
         allreduce.get_concrete_function(specs)
         apply.get_concrete_function(specs)
 
@@ -111,6 +125,10 @@ def fit_horovod(train, test, settings: Settings, out_dir: Path | None, overlap: 
         written_after, read_after = io_bytes()
         apply(reduced)
         io_log.append((written_after - written, read_after - read))
+        if sparse_gradient:  # W0's IndexedSlices were allgathered: this process received everyone else's rows
+            gathered = slices_bytes(reduced[0]) - slices_bytes(grads[0])
+            gathered_log.append(gathered)
+            sent += gathered
         return StepResult(float(loss), len(global_rows), comm_time_s=comm, bytes_sent=sent, bytes_received=sent)
 
     held_out = test if settings.eval_points is None else test.subset(np.arange(min(settings.eval_points, len(test))))
@@ -121,6 +139,7 @@ def fit_horovod(train, test, settings: Settings, out_dir: Path | None, overlap: 
     records = []
     for epoch in range(settings.epochs):
         io_log: list[tuple[int, int]] = []
+        gathered_log: list[int] = []
         results, seconds = train_epoch(step, len(train), global_batch, settings.seed, epoch, settings.max_steps)
         # A few collectives per epoch (none per step): each process's loss is its share of the global batch's
         # loss, so their sum is the step's loss; time is the slowest rank's, comm time the mean over ranks.
@@ -159,6 +178,9 @@ def fit_horovod(train, test, settings: Settings, out_dir: Path | None, overlap: 
             bytes_sent_per_rank=sum(r.bytes_sent for r in results),
             horovod_cpu_operations=os.environ.get("HOROVOD_CPU_OPERATIONS", "mpi"),
             overlap=overlap,
+            sparse_gradient=sparse_gradient,
+            tf_intra_op_threads=tf.config.threading.get_intra_op_parallelism_threads(),
+            allgathered_bytes_per_rank=sum(gathered_log),
             io_bytes_written=sum(w for w, _ in io_log),
             io_bytes_read=sum(r for _, r in io_log),
         )
@@ -183,6 +205,11 @@ def fit_horovod(train, test, settings: Settings, out_dir: Path | None, overlap: 
 @common_options
 @click.option("--overlap", is_flag=True, help="hvd.DistributedGradientTape inside the step graph (no comm timing).")
 @click.option(
+    "--sparse-gradient",
+    is_flag=True,
+    help="First layer by gather: W0's gradient is IndexedSlices, which Horovod allgathers instead of allreducing.",
+)
+@click.option(
     "--cpu-ops",
     type=click.Choice(["mpi", "gloo"]),
     default=None,
@@ -195,6 +222,7 @@ def main(
     data_dir: str | None,
     out_dir: str,
     overlap: bool,
+    sparse_gradient: bool,
     cpu_ops: str | None,
     **kwargs,
 ) -> None:
@@ -204,15 +232,19 @@ def main(
     import horovod.tensorflow as hvd
     import tensorflow as tf
 
+    from baselines.model import set_threads
     from dslide.data import load_dataset
 
+    set_threads(kwargs["threads"])  # before TensorFlow runs any op (the barrier below does)
     hvd.init()
     if dataset and hvd.rank() == 0:  # rank 0 makes a missing synthetic preset; the others wait, then read it
         dataset_files(train_path, test_path, dataset, data_dir)
     hvd.allreduce(tf.constant(0.0), name="data_ready")  # a barrier
     train_file, test_file = dataset_files(train_path, test_path, dataset, data_dir, make=False)
     train, test = load_dataset(train_file), load_dataset(test_file)
-    records = fit_horovod(train, test, settings_from_cli(kwargs), Path(out_dir), overlap=overlap)
+    if overlap and sparse_gradient:
+        raise click.UsageError("--overlap and --sparse-gradient do not combine")
+    records = fit_horovod(train, test, settings_from_cli(kwargs), Path(out_dir), overlap, sparse_gradient)
     for r in records:
         click.echo(f"epoch {r['epoch']}: loss {r['loss']:.4f} p@1 {r['p@1']:.4f} {r['samples_per_s']:.1f} samples/s")
 

@@ -79,8 +79,10 @@ class SparseMLP(tf.Module):
         hidden: Sequence[int] = (128,),
         init_scale: float = 0.01,
         seed: int = 0,
+        sparse_gradient: bool = False,
     ) -> None:
         super().__init__(name="sparse_mlp")
+        self.sparse_gradient = sparse_gradient
         sizes = [num_features, *hidden, num_labels]
         # dslide's own initialisation (same seed -> same starting weights as `dslide train`); dslide keeps the
         # output layer as (labels x hidden) rows, hence the transpose.
@@ -100,8 +102,18 @@ class SparseMLP(tf.Module):
         """Every trainable variable, in a fixed order (W0, b0, W1, b1, ...)."""
         return [v for pair in zip(self.weights, self.biases, strict=True) for v in pair]
 
+    def first_layer(self, features: tf.SparseTensor) -> tf.Tensor:
+        """x W0 without the bias. By default sparse_dense_matmul: W0's gradient is a dense (features x hidden)
+        tensor. With sparse_gradient: gather the rows of W0 the batch touches and sum them per point (the
+        same numbers), so W0's gradient is IndexedSlices over those rows only (Horovod then allgathers it)."""
+        if not self.sparse_gradient:
+            return tf.sparse.sparse_dense_matmul(features, self.weights[0])
+        rows, cols = features.indices[:, 0], features.indices[:, 1]
+        picked = tf.gather(self.weights[0], cols) * features.values[:, None]
+        return tf.math.unsorted_segment_sum(picked, rows, features.dense_shape[0])
+
     def hidden(self, features: tf.SparseTensor) -> tf.Tensor:
-        h = tf.nn.relu(tf.sparse.sparse_dense_matmul(features, self.weights[0]) + self.biases[0])
+        h = tf.nn.relu(self.first_layer(features) + self.biases[0])
         for w, b in zip(self.weights[1:-1], self.biases[1:-1], strict=True):
             h = tf.nn.relu(h @ w + b)
         return h

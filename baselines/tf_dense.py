@@ -105,6 +105,7 @@ def fit(
             eval_time_s=time.perf_counter() - started,
             threads=settings.threads,
         )
+        record["tf_intra_op_threads"] = tf.config.threading.get_intra_op_parallelism_threads()  # what TF really uses
         records.append(record)
         if out_dir is not None:
             append_jsonl(Path(out_dir) / "metrics.jsonl", record)
@@ -131,6 +132,7 @@ def main(
     train_path: str | None, test_path: str | None, dataset: str | None, data_dir: str | None, out_dir: str, **kwargs
 ) -> None:
     """Dense TensorFlow (full softmax) on one node; writes OUT/metrics.jsonl."""
+    set_threads(kwargs["threads"])  # before TensorFlow runs any op
     train, test = load_data(train_path, test_path, dataset, data_dir)
     _, records = fit(train, test, settings_from_cli(kwargs), Path(out_dir))
     for r in records:

@@ -21,7 +21,7 @@ import numpy as np
 import tensorflow as tf
 
 from baselines.common import common_options, load_data
-from baselines.model import BATCH_SIGNATURE, Adam, SparseMLP
+from baselines.model import BATCH_SIGNATURE, Adam, SparseMLP, set_threads
 from baselines.tf_dense import Settings, fit, settings_from_cli
 from dslide.data.dataset import SparseDataset
 
@@ -103,6 +103,7 @@ def main(
     **kwargs,
 ) -> None:
     """TensorFlow with sampled softmax on one node; writes OUT/metrics.jsonl."""
+    set_threads(kwargs["threads"])  # before TensorFlow runs any op
     train, test = load_data(train_path, test_path, dataset, data_dir)
     _, records = fit_sampled(train, test, settings_from_cli(kwargs), Path(out_dir), sample_fraction, sampler)
     for r in records:

@@ -78,11 +78,19 @@ def test_two_processes_follow_one_process_on_the_doubled_batch(xc_files, tmp_pat
     one, one_record = run_horovod(mpiexec(1), xc_files, tmp_path / "one", 64)
     two, two_record = run_horovod(mpiexec(2), xc_files, tmp_path / "two", 32)
     fused, _ = run_horovod(mpiexec(2), xc_files, tmp_path / "fused", 32, "--overlap")
+    sparse, sparse_record = run_horovod(mpiexec(2), xc_files, tmp_path / "sparse", 32, "--sparse-gradient")
     losses = np.array([s["loss"] for s in one])
     assert len(losses) == 6 and np.ptp(losses) > 0.01
     np.testing.assert_allclose([s["loss"] for s in two], losses, rtol=1e-4)
     np.testing.assert_allclose([s["loss"] for s in fused], losses, rtol=1e-4)
+    np.testing.assert_allclose([s["loss"] for s in sparse], losses, rtol=1e-4)
+    # --sparse-gradient: W0's rows are allgathered, the rest allreduced (ring: 2(P-1)/P = 1 x their bytes at P=2).
+    rest = 4 * (HIDDEN + HIDDEN * 30 + 30)
+    assert sparse_record["allreduced_gradient_bytes"] == rest
+    assert sparse_record["bytes_sent_per_rank"] == 6 * rest + sparse_record["allgathered_bytes_per_rank"]
+    assert sparse_record["allgathered_bytes_per_rank"] > 0
     assert two_record["nodes"] == 2 and two_record["global_batch_size"] == 64
+    assert two_record["tf_intra_op_threads"] == 1  # --threads reached TensorFlow before its first op
     assert two_record["p@1"] == pytest.approx(one_record["p@1"], abs=0.01)
     assert two_record["comm_time_s"] > 0 and two_record["compute_time_s"] > 0
 

@@ -71,7 +71,9 @@ def test_cli_runs_from_xc_files(learnable_pair, tmp_path):
         )
         assert done.returncode == 0, done.stderr[-3000:]
         (record,) = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-        assert record["threads"] == 2 and record["steps"] == 5 and set(record) >= SCHEMA
+        assert (
+            record["threads"] == record["tf_intra_op_threads"] == 2 and record["steps"] == 5 and set(record) >= SCHEMA
+        )
 
 
 def test_cli_resolves_a_registry_preset(tmp_path):
