@@ -3,14 +3,12 @@
 Launching is kept apart from training: the systems are separate programs (`dslide train`,
 `python -m baselines.<system>`, `python -m harness.payload`) that write OUT/metrics.jsonl; this module only
 builds their command lines, runs them under mpiexec on the (emulated) nodes and turns what they wrote and
-what crossed the links into a record (harness/records.py).
+what crossed the links into a record (harness/run_record.py, schema in harness/records.py).
 """
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import secrets
 import shutil
 import signal
@@ -31,17 +29,13 @@ from rich.text import Text
 
 from harness import launch
 from harness.cluster import Cluster, emulation_problem
-from harness.records import append_record, git_commit, machine_info
+from harness.records import append_record
+from harness.run_record import build_record, read_metrics
 
 DEFAULT_WORK_ROOT = Path(os.environ.get("DSLIDE_HARNESS_WORK", Path.home() / ".cache" / "dslide" / "runs"))
 SYSTEMS = ("dslide", "tf-dense", "tf-sampled", "horovod", "payload")
 SINGLE_NODE_SYSTEMS = ("tf-dense", "tf-sampled")
 EMULATIONS = ("netns", "none", "hostfile")
-# With more than one node, fewer wire bytes than 10% of what the ranks say they sent (or than 256 KiB when
-# the system does not say) means MPI did not use the links: shared memory moved 16 MiB with ~20 KB of
-# control traffic on the links.
-MIN_WIRE_BYTES = 256 * 1024
-MIN_WIRE_FRACTION_OF_APP = 0.1
 
 
 class RunError(RuntimeError):
@@ -261,162 +255,3 @@ def latest_epoch(work: Path) -> str:
         return ""
     m = lines[-1]
     return f"  epoch {m.get('epoch')}  {m.get('samples_per_s') or 0:,.0f} samples/s  loss {m.get('loss') or 0:.3f}"
-
-
-def read_metrics(work: Path) -> list[dict[str, Any]]:
-    """The metrics.jsonl lines a system wrote (complete lines only)."""
-    path = work / "metrics.jsonl"
-    if not path.exists():
-        return []
-    lines = []
-    for line in path.read_text().splitlines():
-        try:
-            lines.append(json.loads(line))
-        except ValueError:
-            continue
-    return lines
-
-
-BAD_TERMINATION = re.compile(r"PID (\d+) RUNNING AT (\S+)\s*\n=\s+(?:EXIT CODE|KILLED BY SIGNAL): (\d+)")
-
-
-def explain_failure(outcome: dict[str, Any], work: Path, addresses: dict[str, str]) -> str:
-    """A clear error for a failed job: which rank died where and how, else the end of its output."""
-    if outcome["timed_out"]:
-        return f"the run exceeded its timeout of {outcome['seconds']:.0f} s and was killed"
-    text = "\n".join(outcome["output_tail"])
-    match = BAD_TERMINATION.search(text)
-    if match:
-        pid, host, code = match.groups()
-        node = addresses.get(host, host)
-        rank = _rank_of_pid(work, int(pid))
-        who = f"rank {rank}" if rank is not None else "a rank"
-        how = f"was killed by signal {code}" if int(code) in (6, 9, 11, 15) else f"exited with code {code}"
-        return f"{who} on {node} ({host}, pid {pid}) {how}; mpiexec ended the job (exit status {outcome['returncode']})"
-    last = "\n".join(outcome["output_tail"][-15:])
-    return f"mpiexec exited with status {outcome['returncode']}; last output:\n{last}"
-
-
-def _rank_of_pid(work: Path, pid: int) -> int | None:
-    try:
-        ranks = json.loads((work / "ranks.json").read_text())
-    except (OSError, ValueError):
-        return None
-    return next((int(r) for r, info in ranks.items() if info.get("pid") == pid), None)
-
-
-def summarize_counters(before: dict | None, after: dict | None) -> dict[str, Any] | None:
-    if before is None or after is None:
-        return None
-    per_node = {node: {k: after[node][k] - before[node][k] for k in after[node]} for node in after}
-    return {
-        "counter": "eth0 tx_bytes inside each node (kernel interface counter); tbf: upload qdisc bytes sent",
-        "per_node": per_node,
-        "tx_bytes": sum(c["tx_bytes"] for c in per_node.values()),
-        "tbf_sent_bytes": sum(c["tbf_sent_bytes"] for c in per_node.values()),
-    }
-
-
-def build_record(spec, run_id, work, train, test, command, outcome, before, after, oversubscribed, addresses):
-    """The run record (see harness/records.py for the fixed fields)."""
-    metrics = read_metrics(work)
-    last = metrics[-1] if metrics else {}
-    wire = summarize_counters(before, after)
-    epoch_times = [m["epoch_time_s"] for m in metrics if m.get("epoch_time_s") is not None]
-    epoch_time = sum(epoch_times) / len(epoch_times) if epoch_times else None
-    steps = last.get("steps")
-    steps_per_epoch = full_steps_per_epoch(last, train, spec.system_args)
-    extrapolated = bool(spec.max_steps and steps and steps_per_epoch and steps < steps_per_epoch)
-    if extrapolated and epoch_time is not None:
-        epoch_time = epoch_time * steps_per_epoch / steps
-    app_bytes = None
-    if metrics and any("bytes_sent" in m for m in metrics):
-        app_bytes = sum(int(m.get("bytes_sent") or 0) + int(m.get("eval_bytes_sent") or 0) for m in metrics)
-    status, error = "ok", None
-    if outcome["timed_out"]:
-        status, error = "timeout", explain_failure(outcome, work, addresses)
-    elif outcome["returncode"] != 0:
-        status, error = "failed", explain_failure(outcome, work, addresses)
-    elif not metrics:
-        status, error = "failed", f"the system exited cleanly but wrote no {work / 'metrics.jsonl'}"
-    elif wire is not None and spec.nodes > 1:
-        floor = MIN_WIRE_FRACTION_OF_APP * app_bytes if app_bytes else MIN_WIRE_BYTES
-        if wire["tx_bytes"] < floor:
-            status = "failed"
-            error = (f"sanity check: {spec.nodes} nodes ran but only {wire['tx_bytes']:,} bytes crossed the links "
-                     f"(app-level {app_bytes or 0:,}); MPI probably used shared memory instead of TCP")  # fmt: skip
-    rss = last.get("peak_rss_mb_per_rank")
-    return {
-        "system": spec.system,
-        "nodes": spec.nodes,
-        "cores_per_node": spec.cores_per_node,
-        "bandwidth": spec.bandwidth if spec.emulation != "none" else "unshaped",
-        "oversubscribed": oversubscribed,
-        "epoch_time_s": epoch_time,
-        "epoch_time_extrapolated": extrapolated,
-        "samples_per_s": _mean(m.get("samples_per_s") for m in metrics),
-        "app_bytes": app_bytes,
-        "wire_bytes": wire["tx_bytes"] if wire else None,
-        "p@1": last.get("p@1"),
-        "p@3": last.get("p@3"),
-        "p@5": last.get("p@5"),
-        "peak_rss_mb": max((m["peak_rss_mb"] for m in metrics if m.get("peak_rss_mb") is not None), default=None),
-        "status": status,
-        "error": error,
-        "exit_status": outcome["returncode"],
-        "run_id": run_id,
-        "emulation": spec.emulation,
-        "compute_time_s": _sum(m.get("compute_time_s") for m in metrics),
-        "comm_time_s": _sum(m.get("comm_time_s") for m in metrics),
-        "peak_rss_mb_per_node": rss,  # one rank per node
-        "steps": steps,
-        "steps_per_epoch": steps_per_epoch,
-        "wire": wire,
-        "epochs": metrics,
-        "config": {
-            "epochs": spec.epochs,
-            "max_steps": spec.max_steps,
-            "dataset": spec.dataset,
-            "train": train,
-            "test": test,
-            "mtu": spec.mtu,
-            "timeout_s": spec.timeout_s,
-            "system_args": spec.system_args,
-            "command": command,
-            "tcp_env": launch.TCP_ENV if spec.emulation == "netns" and spec.force_tcp else None,
-        },
-        "git": git_commit(),
-        "machine": machine_info(),
-        "work_dir": str(work),
-        "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-    }
-
-
-def full_steps_per_epoch(last: dict[str, Any], train: str | None, system_args: list[str]) -> int | None:
-    """Steps of a whole epoch: the system's figure when it exceeds the steps run, else from the data.
-
-    Under --max-steps the baselines report steps_per_epoch = steps run; the whole epoch is then
-    ceil(training points / global batch), with the points from the XC header's first field.
-    """
-    steps, reported = last.get("steps"), last.get("steps_per_epoch")
-    if reported and (not steps or reported > steps):
-        return int(reported)
-    batch = last.get("global_batch_size")
-    if batch is None:
-        batch = int(system_args[system_args.index("--batch-size") + 1]) if "--batch-size" in system_args else 128
-    try:
-        with open(train or "") as f:
-            points = int(f.readline().split()[0])
-    except (OSError, ValueError, IndexError):
-        return int(reported) if reported else None
-    return -(-points // int(batch))
-
-
-def _mean(values) -> float | None:
-    values = [v for v in values if v is not None]
-    return sum(values) / len(values) if values else None
-
-
-def _sum(values) -> float | None:
-    values = [v for v in values if v is not None]
-    return sum(values) if values else None

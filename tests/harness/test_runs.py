@@ -127,7 +127,7 @@ def test_without_net_admin_the_run_explains_what_is_missing(tmp_path):
 
 
 def test_whole_epoch_steps_come_from_the_system_or_else_from_the_data(tmp_path):
-    from harness.run import full_steps_per_epoch
+    from harness.run_record import full_steps_per_epoch
 
     train = tmp_path / "train.txt"
     train.write_text("1000 20 5\n")
