@@ -132,10 +132,6 @@ def run(spec: RunSpec, console: Console | None = None) -> dict[str, Any]:
     """Carry out one run and append its record (also for failed runs); returns the record."""
     console = console or Console(stderr=True)
     spec.check()
-    if spec.emulation == "netns":
-        problem = emulation_problem()
-        if problem:
-            raise RunError(problem)
     hosts = launch.read_hostfile(spec.hostfile) if spec.emulation == "hostfile" else None
     if hosts:
         spec.nodes = len(hosts)
@@ -144,6 +140,9 @@ def run(spec: RunSpec, console: Console | None = None) -> dict[str, Any]:
         cluster = Cluster(spec.nodes, spec.bandwidth, spec.cores_per_node, mtu=spec.mtu,
                           oversubscribe=spec.oversubscribe)  # fmt: skip
     train, test = resolve_data(spec)
+    problem = emulation_problem() if cluster else None  # after the arguments: their errors come first
+    if problem:
+        raise RunError(problem)
     run_id = new_run_id()
     work = ((spec.work_root or DEFAULT_WORK_ROOT) / run_id).resolve()
     work.mkdir(parents=True)
