@@ -8,6 +8,7 @@ what crossed the links into a record (harness/run_record.py, schema in harness/r
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import shutil
@@ -225,7 +226,7 @@ def run_mpiexec(
                 if elapsed > timeout_s:
                     timed_out = True
                     break
-                status.update(f"{label}: {elapsed:,.0f} s{latest_epoch(work)}")
+                status.update(f"{label}: {elapsed:,.0f} s{latest_progress(work)}")
                 time.sleep(0.2)
     finally:
         if proc.poll() is None:  # timeout, Ctrl-C or SIGTERM: end the whole job
@@ -248,9 +249,29 @@ def _kill_group(proc: subprocess.Popen[str]) -> None:
             continue
 
 
-def latest_epoch(work: Path) -> str:
-    lines = read_metrics(work)
-    if not lines:
+def latest_progress(work: Path) -> str:
+    """The newest of WORK/progress.jsonl (per-step lines, if the system writes them) or metrics.jsonl."""
+    line: dict[str, Any] = {}
+    progress = work / "progress.jsonl"
+    if progress.exists():
+        with open(progress, "rb") as f:
+            f.seek(max(f.seek(0, os.SEEK_END) - 4096, 0))
+            for raw in reversed(f.read().splitlines()):
+                try:
+                    line = json.loads(raw)
+                    break
+                except ValueError:
+                    continue
+    if not line:
+        metrics = read_metrics(work)
+        line = metrics[-1] if metrics else {}
+    if not line:
         return ""
-    m = lines[-1]
-    return f"  epoch {m.get('epoch')}  {m.get('samples_per_s') or 0:,.0f} samples/s  loss {m.get('loss') or 0:.3f}"
+    parts = [f"epoch {line.get('epoch')}"]
+    if line.get("step") is not None:
+        parts.append(f"step {line['step']}" + (f"/{line['steps']}" if line.get("steps") else ""))
+    if line.get("samples_per_s") is not None:
+        parts.append(f"{line['samples_per_s']:,.0f} samples/s")
+    if line.get("loss") is not None:
+        parts.append(f"loss {line['loss']:.3f}")
+    return "  " + "  ".join(parts)

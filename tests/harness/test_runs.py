@@ -233,3 +233,13 @@ def test_horovod_runs_on_two_emulated_nodes_with_its_own_mpiexec(tmp_path):
     assert record["config"]["command"][0] == str(baseline_mpiexec())
     assert record["epoch_time_extrapolated"] is True and record["steps_per_epoch"] > record["steps"] == 4
     assert record["wire_bytes"] >= 0.9 * record["app_bytes"] > 0
+
+
+def test_the_progress_line_shows_the_newest_complete_step_or_epoch(tmp_path):
+    from harness.run import latest_progress
+
+    assert latest_progress(tmp_path) == ""
+    (tmp_path / "metrics.jsonl").write_text('{"epoch": 1, "samples_per_s": 1000.0, "loss": 2.5}\n')
+    assert latest_progress(tmp_path) == "  epoch 1  1,000 samples/s  loss 2.500"
+    (tmp_path / "progress.jsonl").write_text('{"epoch": 2, "step": 5, "steps": 40, "loss": 2.0}\n{"epoch": 2, "st')
+    assert latest_progress(tmp_path) == "  epoch 2  step 5/40  loss 2.000"
