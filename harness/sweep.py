@@ -62,7 +62,7 @@ def sweep(base: RunSpec, systems: list[str], nodes: list[int], cores: list[int],
         train, test = str(Path(base.train).resolve()), str(Path(base.test or "").resolve())
         base = dataclasses.replace(base, train=train, test=test)
     available = len(os.sched_getaffinity(0))
-    made = []
+    todo = []
     for system, n, c, bw in points(systems, nodes, cores, bandwidths):
         what = f"{system} {n} node(s) x {c} core(s) at {bw}"
         if point_key(system, n, c, bw, base) in done:
@@ -72,5 +72,6 @@ def sweep(base: RunSpec, systems: list[str], nodes: list[int], cores: list[int],
             console.print(f"[yellow]skip {what}: needs {n * c} cores, {available} available (--oversubscribe)[/]")
             continue
         spec = dataclasses.replace(base, system=system, nodes=n, cores_per_node=c, bandwidth=bw, timeout_s=budget_s)
-        made.append(run(spec, console))
-    return made
+        spec.check()  # every point's arguments before the first run, not hours into the sweep
+        todo.append(spec)
+    return [run(spec, console) for spec in todo]

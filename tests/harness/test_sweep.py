@@ -24,3 +24,12 @@ def test_a_sweep_skips_points_already_recorded(tmp_path):
     again = sweep(base, ["payload"], [1, 2], [1], ["100mbit", "1gbit"], budget_s=60)
     assert [(r["nodes"], r["bandwidth"]) for r in again] == [(1, "1gbit"), (2, "1gbit")]
     assert len(read_records(tmp_path / "s.jsonl")) == 4
+
+
+def test_a_sweep_checks_every_point_before_running_any(tmp_path):
+    from harness.run import RunError
+
+    base = RunSpec(system="payload", out=tmp_path, name="s", work_root=tmp_path / "work")
+    with pytest.raises(RunError, match="give --dataset"):
+        sweep(base, ["payload", "tf-dense"], [1], [1], ["100mbit"], budget_s=60)
+    assert not (tmp_path / "s.jsonl").exists()
