@@ -5,10 +5,12 @@
 --batch-size is per process: every process walks dslide's batch order with global batches of P x batch-size
 and takes its contiguous share (np.array_split, so a short last batch still splits evenly). Each process
 divides its loss by the global batch size and gradients are allreduced with Sum, so a step equals one
-single-process step on the global batch exactly. Every gradient is dense (the first layer is
+single-process step on the global batch exactly. By default every gradient is dense (the first layer is
 sparse_dense_matmul, whose weight gradient is a dense features x hidden tensor), so Horovod allreduces all
 of them; no IndexedSlices reach it, hence no allgather: this is what a plain Horovod user of the paper's
 TF model sends. Per step a ring allreduce sends (and receives) 2(P-1)/P x the gradient bytes per process.
+With --sparse-gradient the first layer gathers W0's rows instead, its gradient is IndexedSlices and Horovod
+allgathers those rows (the other gradients are still allreduced).
 
 Two modes: by default the allreduce runs as its own graph so its wall time is measured (comm_time_s); with
 --overlap the real hvd.DistributedGradientTape runs inside the training graph (Horovod can start the output
@@ -101,7 +103,7 @@ def fit_horovod(
         adam.apply(tape.gradient(loss, model.parameters), model.parameters)
         return loss
 
-    # Trace the graphs now (tracing runs no collective), so epoch 0's time is training, not graph building.
+    # Trace the graphs now (tracing runs no collective), so epoch 1's time is training, not graph building.
     if overlap:
         overlapped_step.get_concrete_function()
     else:
@@ -196,8 +198,11 @@ def fit_horovod(
                     "step": i,
                     "loss": r.loss,
                     "comm_time_s": None if overlap else r.comm_time_s,
+                    "bytes_sent_per_rank": r.bytes_sent,
+                    "io_bytes_written": io_w,
+                    "io_bytes_read": io_r,
                 }
-                append_jsonl(Path(out_dir) / "steps.jsonl", {**line, "io_bytes_written": io_w, "io_bytes_read": io_r})
+                append_jsonl(Path(out_dir) / "steps.jsonl", line)
     return records
 
 

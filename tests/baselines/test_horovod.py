@@ -107,6 +107,7 @@ def test_gloo_sends_a_ring_allreduce_of_every_gradient_per_step(xc_files, tmp_pa
     assert np.all(measured >= expected) and np.all(measured <= 1.03 * expected), (measured, expected)
     # The app-level count: per rank and step as above, summed over the epoch's steps and (bytes_sent) the ranks.
     assert record["bytes_sent_per_rank"] == len(steps) * int(expected)
+    assert all(s["bytes_sent_per_rank"] == int(expected) for s in steps)
     assert record["bytes_sent"] == processes * len(steps) * int(expected)
 
 
