@@ -180,6 +180,8 @@ def run(spec: RunSpec, console: Console | None = None) -> dict[str, Any]:
     console.print(f"[{colour}]{record['status']}[/]: record appended to {path}")
     if record["error"]:
         console.print(f"[red]{record['error']}[/]")
+    if outcome["stopped"] is not None:
+        raise outcome["stopped"]
     return record
 
 
@@ -219,6 +221,7 @@ def run_mpiexec(
     reader.start()
     start = time.monotonic()
     timed_out = False
+    stopped: BaseException | None = None
     try:
         with console.status(label) as status:
             while proc.poll() is None:
@@ -228,12 +231,14 @@ def run_mpiexec(
                     break
                 status.update(f"{label}: {elapsed:,.0f} s{latest_progress(work)}")
                 time.sleep(0.2)
+    except (KeyboardInterrupt, SystemExit) as stop:  # Ctrl-C or SIGTERM: record it, then stop (see run())
+        stopped = stop
     finally:
         if proc.poll() is None:  # timeout, Ctrl-C or SIGTERM: end the whole job
             _kill_group(proc)
         reader.join(timeout=5)
     return {"returncode": proc.returncode, "timed_out": timed_out, "seconds": time.monotonic() - start,
-            "output_tail": list(tail)}  # fmt: skip
+            "output_tail": list(tail), "stopped": stopped}  # fmt: skip
 
 
 def _kill_group(proc: subprocess.Popen[str]) -> None:

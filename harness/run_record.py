@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 from collections.abc import Iterable
 from datetime import datetime, timezone
 from pathlib import Path
@@ -43,6 +44,12 @@ def explain_failure(outcome: dict[str, Any], work: Path, addresses: dict[str, st
     """A clear error for a failed job: which rank died where and how, else the end of its output."""
     if outcome["timed_out"]:
         return f"the run exceeded its timeout of {outcome['seconds']:.0f} s and was killed"
+    stopped = outcome.get("stopped")
+    if stopped is not None:
+        how = "Ctrl-C"
+        if isinstance(stopped, SystemExit) and isinstance(stopped.code, int) and stopped.code > 128:
+            how = signal.Signals(stopped.code - 128).name
+        return f"the run was stopped by {how} after {outcome['seconds']:.0f} s; the job was killed"
     text = "\n".join(outcome["output_tail"])
     match = BAD_TERMINATION.search(text)
     if match:
@@ -109,7 +116,7 @@ def build_record(
     status, error = "ok", None
     if outcome["timed_out"]:
         status, error = "timeout", explain_failure(outcome, work, addresses)
-    elif outcome["returncode"] != 0:
+    elif outcome["returncode"] != 0 or outcome.get("stopped") is not None:
         status, error = "failed", explain_failure(outcome, work, addresses)
     elif not metrics:
         status, error = "failed", f"the system exited cleanly but wrote no {work / 'metrics.jsonl'}"

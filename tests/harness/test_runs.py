@@ -158,6 +158,9 @@ def test_stopping_harness_run_ends_the_job_and_removes_the_cluster(tmp_path, sig
         assert proc.returncode != 0
         assert leftovers(state.prefix) == []
         assert _processes_mentioning(str(tmp_path)) == []  # mpiexec (own session) and ranks are gone too
+        (record,) = read_records(tmp_path / "payload.jsonl")
+        assert record["status"] == "failed"
+        assert ("Ctrl-C" if sig == signal.SIGINT else "SIGTERM") in record["error"]
     finally:
         proc.kill()
 
