@@ -146,6 +146,7 @@ def train(
     steps_per_epoch = num_batches(len(train_ds), cfg.batch_size)
     run_steps = min(steps_per_epoch, cfg.max_steps) if cfg.max_steps else steps_per_epoch
     progress = _Progress(cfg.progress and comm.rank == 0)
+    last_progress_line = 0.0
 
     def save_checkpoint() -> None:
         meta = {
@@ -178,10 +179,17 @@ def train(
                 pos.samples += len(rows)
                 pos.step_in_epoch = i + 1
                 pos.global_step += 1
+                speed = pos.samples / max(pos.train_seconds, 1e-9)
                 progress.update(
-                    f"{pos.samples / max(pos.train_seconds, 1e-9):,.0f} samples/s  loss {res.loss:.3f}  "
-                    f"active/sample {res.active / len(rows):,.0f}"
+                    f"{speed:,.0f} samples/s  loss {res.loss:.3f}  active/sample {res.active / len(rows):,.0f}"
                 )
+                if comm.rank == 0 and time.monotonic() - last_progress_line > 1.0:
+                    # one line a second for outside watchers (the harness's live status)
+                    last_progress_line = time.monotonic()
+                    line = {"epoch": pos.epoch + 1, "step": pos.step_in_epoch, "steps": run_steps,
+                            "samples_per_s": speed, "loss": res.loss}  # fmt: skip
+                    with open(out_dir / "progress.jsonl", "a") as f:
+                        f.write(json.dumps(line) + "\n")
                 if cfg.eval_every and pos.global_step % cfg.eval_every == 0:
                     scores = evaluate(net, eval_slice, cfg.eval_mode, step=pos.global_step)
                     if comm.rank == 0:
