@@ -15,10 +15,20 @@ PYTHON = "3.11"
 
 
 @nox.session(python=PYTHON)
-def tests(session: nox.Session) -> None:
-    """The engine, data, harness and MPI tests (root-only tests skip themselves without root)."""
+@nox.parametrize("suite", ["baselines", "engine"])
+def tests(session: nox.Session, suite: str) -> None:
+    """Both suites, each in its own venv: the baselines (TensorFlow + Horovod) first, then the engine, data and
+    harness tests, which use the baseline venv for their Horovod runs. Root-only tests skip without root."""
+    if suite == "baselines":
+        install_baseline_env(session)
+        env = {"DSLIDE_BASELINE_PYTHON": str(Path(session.bin) / "python")}
+        session.run("python", "-m", "baselines.env", "--check", env=env)
+        session.run("pytest", "tests/baselines", *session.posargs, env=env)
+        return
     session.install("-e", ".[test]")
-    session.run("pytest", "tests", "--ignore=tests/baselines", *session.posargs)
+    baseline = Path(session.virtualenv.location).parent / "tests-suite-baselines" / "bin" / "python"
+    env = {"DSLIDE_BASELINE_PYTHON": str(baseline)} if baseline.exists() else {}
+    session.run("pytest", "tests", "--ignore=tests/baselines", *session.posargs, env=env)
 
 
 @nox.session(python=PYTHON)
