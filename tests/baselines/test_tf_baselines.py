@@ -17,7 +17,8 @@ pytest.importorskip("tensorflow")
 from baselines.tf_dense import Settings, fit  # noqa: E402
 from baselines.tf_sampled import fit_sampled, num_sampled_classes  # noqa: E402
 
-pytestmark = pytest.mark.tf
+# Several fits share this process, whose TensorFlow thread pools are fixed after the first op: expected here.
+pytestmark = [pytest.mark.tf, pytest.mark.filterwarnings("ignore:TensorFlow's thread pools already run")]
 
 SCHEMA = {
     "system", "nodes", "threads", "epoch", "epoch_time_s", "samples_per_s", "loss", "p@1", "p@3", "p@5",
