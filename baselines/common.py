@@ -14,7 +14,7 @@ from typing import Any
 import click
 import numpy as np
 
-from dslide.data.batching import batches
+from dslide.data.batching import batches, num_batches
 from dslide.data.dataset import SparseDataset
 
 
@@ -87,11 +87,29 @@ def train_epoch(
     seed: int,
     epoch: int,
     max_steps: int | None,
+    progress: Path | None = None,
+    global_loss: bool = True,
 ) -> tuple[list[StepResult], float]:
-    """Run `step` on every global batch of the epoch; returns the step results and the wall time."""
-    started = time.perf_counter()
-    results = [step(rows) for rows in epoch_batches(num_points, global_batch, seed, epoch, max_steps)]
-    return results, time.perf_counter() - started
+    """Run `step` on every global batch of the epoch; returns the step results and the training wall time.
+
+    With `progress`, appends a line at most once a second, as `dslide train` does for the harness's live status:
+    epoch (from 1), step, steps, samples/s so far, and the step's loss (null when it is only this process's share).
+    """
+    steps = num_batches(num_points, global_batch)
+    steps = steps if max_steps is None else min(steps, max_steps)
+    results: list[StepResult] = []
+    seconds, last_line = 0.0, time.monotonic()
+    for rows in epoch_batches(num_points, global_batch, seed, epoch, max_steps):
+        started = time.perf_counter()
+        results.append(step(rows))
+        seconds += time.perf_counter() - started
+        if progress is not None and time.monotonic() - last_line > 1.0:
+            last_line = time.monotonic()
+            speed = sum(r.samples for r in results) / max(seconds, 1e-9)
+            loss = results[-1].loss if global_loss else None
+            line = {"epoch": epoch + 1, "step": len(results), "steps": steps, "samples_per_s": speed, "loss": loss}
+            append_jsonl(progress, line)
+    return results, seconds
 
 
 def mean_loss(results: list[StepResult]) -> float:

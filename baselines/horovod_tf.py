@@ -142,7 +142,10 @@ def fit_horovod(
     for epoch in range(settings.epochs):
         io_log: list[tuple[int, int]] = []
         gathered_log: list[int] = []
-        results, seconds = train_epoch(step, len(train), global_batch, settings.seed, epoch, settings.max_steps)
+        progress = Path(out_dir) / "progress.jsonl" if out_dir is not None and rank == 0 else None
+        results, seconds = train_epoch(
+            step, len(train), global_batch, settings.seed, epoch, settings.max_steps, progress, global_loss=False
+        )
         # A few collectives per epoch (none per step): each process's loss is its share of the global batch's
         # loss, so their sum is the step's loss; time is the slowest rank's, comm time the mean over ranks.
         step_losses = hvd.allreduce(tf.constant([r.loss for r in results], tf.float64), op=hvd.Sum).numpy()

@@ -89,7 +89,9 @@ def fit(
         steps_per_epoch = min(steps_per_epoch, settings.max_steps)
     records = []
     for epoch in range(settings.epochs):
-        results, seconds = train_epoch(step, len(train), settings.batch_size, settings.seed, epoch, settings.max_steps)
+        progress = None if out_dir is None else Path(out_dir) / "progress.jsonl"
+        batch = settings.batch_size
+        results, seconds = train_epoch(step, len(train), batch, settings.seed, epoch, settings.max_steps, progress)
         started = time.perf_counter()
         scores = evaluate(model, held_out)
         record = epoch_record(
