@@ -1,0 +1,73 @@
+"""The experiments are valid harness runs and expand to the grid each profile promises."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.experiments import BATCH, PROFILES, RatioRate, experiments, plan
+from harness.rates import parse_rate
+from harness.run import RunSpec
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_every_point_is_a_valid_run(profile, tmp_path):
+    points = plan(profile, machine_cores=2)
+    assert points
+    assert {p.experiment for p in points} == {"rq1", "rq2", "rq3", "rq4", "rq5"}
+    for p in points:
+        spec = RunSpec(system=p.system, nodes=p.nodes, cores_per_node=p.cores_per_node, bandwidth=p.bandwidth,
+                       dataset=p.dataset, epochs=p.epochs, max_steps=p.max_steps, out=tmp_path,
+                       oversubscribe=p.oversubscribe, system_args=list(p.args))  # fmt: skip
+        spec.check()
+        parse_rate(p.bandwidth)
+        assert p.oversubscribe == (p.nodes * p.cores_per_node > 2)
+    assert len(points) == len(set(points)), "no point twice"
+
+
+def test_default_rq3_is_the_nodes_by_bandwidth_grid():
+    rq3 = [p for p in plan("default", machine_cores=2) if p.experiment == "rq3" and p.arm == "dslide"]
+    nominal = {(p.nodes, p.bandwidth) for p in rq3 if p.rate_kind == "nominal"}
+    # one node has no link: measured once; every multi-node count at every rate
+    assert nominal == {(1, "100mbit")} | {(n, bw) for n in (2, 4, 8) for bw in ("100mbit", "1gbit", "10gbit")}
+    ratio = {(p.nodes, p.bandwidth) for p in rq3 if p.rate_kind != "nominal"}
+    assert ratio == {(n, bw) for n in (2, 4, 8) for bw in ("125mbit", "250mbit")}
+    assert all(p.oversubscribe == (p.nodes > 2) for p in rq3)
+
+
+def test_paper_rq3_has_the_papers_node_counts_for_both_systems():
+    rq3 = [p for p in plan("paper", machine_cores=64) if p.experiment == "rq3"]
+    for arm in ("dslide", "horovod"):
+        assert {p.nodes for p in rq3 if p.arm == arm} == {1, 2, 4, 8}
+    assert all(p.dataset == "amazon-670k" and p.max_steps is None and p.cores_per_node == 4 for p in rq3)
+    assert not any(p.oversubscribe for p in rq3)
+
+
+def test_ratio_preserving_rate_scales_the_link_with_the_cores():
+    ratio = RatioRate(paper_cores=8, paper_rate="1gbit")
+    assert ratio.rate_for(1) == "125mbit" and parse_rate(ratio.rate_for(1)) == 125_000_000
+    assert ratio.rate_for(2) == "250mbit"
+    assert "8 cores at 1gbit" in ratio.label(1)
+
+
+def test_horovod_gets_the_same_global_batch_as_dslide():
+    for p in plan("default", machine_cores=2):
+        batch = int(p.args[p.args.index("--batch-size") + 1])
+        assert batch * (p.nodes if p.system == "horovod" else 1) == BATCH
+
+
+def test_evaluation_flag_matches_the_system():
+    for p in plan("quick", machine_cores=2):
+        flag = "--test-points" if p.system == "dslide" else "--eval-points"
+        other = "--eval-points" if p.system == "dslide" else "--test-points"
+        assert flag in p.args and other not in p.args
+
+
+def test_rq5_is_the_800m_parameter_model():
+    for profile in PROFILES:
+        (rq5,) = [e for e in experiments(profile) if e.name == "rq5"]
+        assert all(a.args[:2] == ("--hidden", "1024") for a in rq5.arms)
+
+
+def test_unknown_profile_is_refused():
+    with pytest.raises(ValueError, match="unknown profile"):
+        experiments("huge")
