@@ -224,5 +224,40 @@ def sweep_command(systems: str, nodes_list: str, cores_list: str, bandwidths: st
         sys.exit(1)
 
 
+@main.command("reproduce")
+@click.option("--profile", type=click.Choice(["quick", "default", "paper"]), default="default", show_default=True,
+              help="quick: minutes here; default: about an hour here; paper: full size, real clusters.")  # fmt: skip
+@click.option("--out", type=click.Path(file_okay=False), default="results", show_default=True,
+              help="Records go to OUT/runs/, the report to OUT/REPORT.md and OUT/figures/.")  # fmt: skip
+@click.option("--only", default="", help="Comma separated experiments to run (rq1..rq5); default all.")
+@click.option("--data-dir", default=None, help="Datasets (default $DSLIDE_DATA_DIR or ~/.cache/dslide/data).")
+@click.option("--work-dir", default=None, type=click.Path(file_okay=False), help="As for `harness run`.")
+def reproduce_command(profile: str, out: str, only: str, data_dir: str | None, work_dir: str | None) -> None:
+    """Generate the data, run the paper's experiments (resumable), write OUT/REPORT.md with figures."""
+    from pathlib import Path
+
+    from harness.reproduce import reproduce
+
+    manifest = reproduce(profile, Path(out), data_dir, Path(work_dir) if work_dir else None, tuple(_split(only)))
+    outcomes = [p["outcome"] for p in manifest["points"]]
+    bad = [o for o in outcomes if o not in ("ok", "skipped (recorded)")]
+    click.echo(f"{len(outcomes)} point(s): {len(outcomes) - len(bad)} recorded ok, {len(bad)} not")
+    if bad:
+        sys.exit(1)
+
+
+@main.command("report")
+@click.option("--runs", type=click.Path(file_okay=False), default="results/runs", show_default=True)
+@click.option("--out", type=click.Path(file_okay=False), default="results", show_default=True,
+              help="Writes OUT/REPORT.md and OUT/figures/*.png.")  # fmt: skip
+def report_command(runs: str, out: str) -> None:
+    """Write the report (tables beside the paper's claims, figures, cost model) from recorded runs."""
+    from pathlib import Path
+
+    from harness.report import write_report
+
+    click.echo(f"report: {write_report(Path(runs), Path(out))}")
+
+
 if __name__ == "__main__":
     main()

@@ -2,11 +2,12 @@
 
     epoch time = steps per epoch x (compute per step + bytes a rank sends per step / link rate)
 
-- Compute is calibrated from a measured run: the core-seconds of one training step (compute time per step x
-  the cores the run used). A cluster of P nodes x C cores is assumed to divide it perfectly
-  (core-seconds / (P x C)): ideal scaling, the same for both systems, which favours Horovod (its Adam
-  update of every parameter does not shrink with P). On this machine the ranks share its cores, so a run
-  of P x C > machine cores gets only the machine's cores (`machine_cores`).
+- Compute is measured: a rank's core-seconds per step (its compute time per step x the cores it had) is fitted
+  as serial + parallel / P over the measured runs (least squares, both >= 0). `serial` is work every rank
+  repeats (D-SLIDE: hashing the full hidden vector, the input layer's share; Horovod: Adam over every
+  parameter), `parallel` the work split across ranks. From one-node runs alone serial is 0 (ideal scaling,
+  which favours Horovod more than D-SLIDE). A step of P nodes x C cores takes (serial x P + parallel) /
+  (P x C); on one machine the ranks share its cores, so P x C is capped at `machine_cores`.
 - Bytes are known exactly. D-SLIDE (docs/engine.md, tested in tests/dslide/test_parallel.py), summed over
   ranks per step: (P-1)*B*H*4 (hidden Allgather) + (P-1)*B*H*4 (dL/dh Reduce_scatter) + 2*(P-1)*3B*4
   (softmax Allreduces). Horovod ring allreduce: each rank sends 2(P-1)/P x the gradient bytes (4 x params).
@@ -68,12 +69,17 @@ class ClusterShape:
 
 @dataclass(frozen=True)
 class Calibration:
-    """Core-seconds of one training step of `system` on `shape`, and the run it was measured on."""
+    """A rank's core-seconds per step of `system` on `shape` = serial + parallel / P, and the runs it came from."""
 
     system: str
     shape: ModelShape
-    core_seconds_per_step: float
+    serial_core_s: float
+    parallel_core_s: float
     source: str  # which record(s)
+
+    def core_seconds_per_step(self, nodes: int) -> float:
+        """Core-seconds of one step summed over the ranks."""
+        return self.serial_core_s * nodes + self.parallel_core_s
 
 
 @dataclass(frozen=True)
@@ -116,7 +122,7 @@ def step_bytes(system: str, nodes: int, shape: ModelShape) -> int:
 
 def predict(calibration: Calibration, cluster: ClusterShape, steps_per_epoch: int) -> Prediction:
     shape = calibration.shape
-    compute = calibration.core_seconds_per_step / cluster.effective_cores
+    compute = calibration.core_seconds_per_step(cluster.nodes) / cluster.effective_cores
     per_rank = step_bytes(calibration.system, cluster.nodes, shape) / cluster.nodes
     comm = per_rank * 8 / (cluster.bits_per_s * LINK_EFFICIENCY)
     return Prediction(compute, comm, per_rank, steps_per_epoch)
@@ -162,15 +168,38 @@ def used_cores(record: dict[str, Any]) -> int:
     return min(cores, available) if available else cores
 
 
+def rank_core_seconds(record: dict[str, Any]) -> float | None:
+    """Core-seconds one rank computed per step: compute time per step x the cores each rank had."""
+    compute = compute_s_per_step(record)
+    return compute * used_cores(record) / record["nodes"] if compute is not None else None
+
+
+def fit_serial_parallel(samples: list[tuple[int, float]]) -> tuple[float, float]:
+    """Least-squares (serial, parallel) >= 0 with y = serial + parallel / P over (P, y) samples."""
+    xs = [1 / p for p, _ in samples]
+    ys = [y for _, y in samples]
+    if len(set(xs)) < 2:  # one node count: ideal scaling
+        return 0.0, statistics.median(y / x for x, y in zip(xs, ys, strict=True))
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum((x - mx) ** 2 for x in xs)
+    serial = my - slope * mx
+    if slope < 0:  # more ranks did not cut a rank's work: all serial
+        return my, 0.0
+    if serial < 0:
+        return 0.0, sum(x * y for x, y in zip(xs, ys, strict=True)) / sum(x * x for x in xs)
+    return serial, slope
+
+
 def calibrate(system: str, shape: ModelShape, records: Iterable[dict[str, Any]]) -> Calibration | None:
-    """Core-seconds per step from the system's single-node ok records (median over them), or None."""
-    usable = [r for r in records if r["system"] == system and r["status"] == "ok" and r["nodes"] == 1]
-    values = [(compute_s_per_step(r), used_cores(r), r.get("run_id")) for r in usable]
-    values = [(c * cores, run_id) for c, cores, run_id in values if c is not None]
-    if not values:
+    """Fit the system's compute over its ok records (one-node runs alone: ideal scaling), or None without any."""
+    usable = [r for r in records if r["system"] == system and r["status"] == "ok"]
+    samples = [(r["nodes"], rank_core_seconds(r), r.get("run_id")) for r in usable]
+    samples = [s for s in samples if s[1] is not None]
+    if not samples:
         return None
-    core_seconds = statistics.median(v for v, _ in values)
-    return Calibration(system, shape, core_seconds, "median of runs " + ", ".join(str(r) for _, r in values))
+    serial, parallel = fit_serial_parallel([(p, y) for p, y, _ in samples])  # type: ignore[misc]
+    runs = ", ".join(f"{run_id} (P={p})" for p, _, run_id in samples)
+    return Calibration(system, shape, serial, parallel, f"{len(samples)} run(s): {runs}")
 
 
 def cluster_of(record: dict[str, Any]) -> ClusterShape:
@@ -194,14 +223,16 @@ class Validation:
         return (self.predicted_step_s - self.measured_step_s) / self.measured_step_s
 
 
-def validate(calibration: Calibration, records: Iterable[dict[str, Any]]) -> list[Validation]:
-    """Predicted vs measured step time for every ok multi-node record of the calibrated system."""
+def validate(system: str, shape: ModelShape, records: list[dict[str, Any]]) -> list[Validation]:
+    """Predicted vs measured step time of every ok multi-node record of `system`, each predicted by a model
+    calibrated on the other records only (leave one out), so no point predicts itself."""
     out = []
     for r in records:
-        if r["system"] != calibration.system or r["status"] != "ok" or r["nodes"] < 2:
+        if r["system"] != system or r["status"] != "ok" or r["nodes"] < 2:
             continue
         measured = step_s(r)
-        if measured is None:
+        calibration = calibrate(system, shape, [o for o in records if o is not r])
+        if measured is None or calibration is None:
             continue
         predicted = predict(calibration, cluster_of(r), 1).step_s
         out.append(Validation(str(r.get("run_id")), r["nodes"], r["cores_per_node"], r["bandwidth"],

@@ -1,0 +1,128 @@
+"""`harness reproduce`: data, every point of a profile's plan through the harness sweep, then the report.
+
+Resumable: the sweep skips points whose ok record is already in OUT/runs/<experiment>-<arm>.jsonl, so an
+interrupted reproduction continues where it stopped. OUT/reproduce-<profile>.json (written atomically) says
+what was planned, what ran, what failed or could not start, and when.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from harness.experiments import Point, datasets, describe, plan
+from harness.records import RecordError
+from harness.run import RunError, RunSpec
+from harness.sweep import sweep
+
+
+def manifest_path(out: Path, profile: str) -> Path:
+    return out / f"reproduce-{profile}.json"
+
+
+def write_json_atomically(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=1)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read_manifest(out: Path, profile: str) -> dict[str, Any] | None:
+    path = manifest_path(out, profile)
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def make_data(profile: str, data_dir: str | None, console: Console) -> None:
+    """Generate the synthetic presets the profile uses (if missing); fetch real datasets (if missing)."""
+    from dslide.data.registry import REAL, DatasetNotAvailableError, dataset_paths
+    from dslide.data.registry import data_dir as resolve
+
+    root = resolve(data_dir)
+    for name in datasets(profile):
+        try:
+            dataset_paths(name, root, make=False)
+            console.print(f"data: {name} present in {root}")
+            continue
+        except DatasetNotAvailableError:
+            pass
+        started = time.monotonic()
+        if name in REAL:
+            from dslide.data.fetch import fetch
+
+            console.print(f"data: fetching {name} into {root} ...")
+            fetch(REAL[name], root)
+        else:
+            console.print(f"data: generating {name} into {root} ...")
+            dataset_paths(name, root, make=True)
+        console.print(f"data: {name} ready ({time.monotonic() - started:.0f} s)")
+
+
+def spec_for(point: Point, out: Path, data_dir: str | None, work_root: Path | None) -> RunSpec:
+    return RunSpec(system=point.system, dataset=point.dataset, data_dir=data_dir, epochs=point.epochs,
+                   max_steps=point.max_steps, out=out / "runs", name=point.records_name,
+                   oversubscribe=point.oversubscribe, work_root=work_root,
+                   system_args=list(point.args))  # fmt: skip
+
+
+def run_point(point: Point, out: Path, data_dir: str | None, work_root: Path | None, console: Console) -> str:
+    """One point through `harness.sweep` (which skips it when recorded); returns ok/failed/timeout/skipped/error."""
+    base = spec_for(point, out, data_dir, work_root)
+    try:
+        made = sweep(base, [point.system], [point.nodes], [point.cores_per_node], [point.bandwidth], point.budget_s,
+                     console)  # fmt: skip
+    except (RunError, RecordError, OSError, ValueError) as err:
+        console.print(f"[red]could not run {describe(point)}: {err}[/]")
+        return f"error: {err}"
+    return made[0]["status"] if made else "skipped (recorded)"
+
+
+def reproduce(
+    profile: str,
+    out: Path = Path("results"),
+    data_dir: str | None = None,
+    work_root: Path | None = None,
+    only: tuple[str, ...] = (),
+    console: Console | None = None,
+) -> dict[str, Any]:
+    """Make the data, run every missing point of `profile` (or of the experiments in `only`), write the report."""
+    from harness.report import write_report
+
+    console = console or Console(stderr=True)
+    points = [p for p in plan(profile) if not only or p.experiment in only]
+    manifest: dict[str, Any] = {
+        "profile": profile,
+        "started_at": _now(),
+        "finished_at": None,
+        "experiments": sorted({p.experiment for p in points}),
+        "points": [dict(dataclasses.asdict(p), outcome="pending") for p in points],
+    }
+    write_json_atomically(manifest_path(out, profile), manifest)
+    make_data(profile, data_dir, console)
+    for i, point in enumerate(points):
+        console.rule(f"[{i + 1}/{len(points)}] {describe(point)}")
+        manifest["points"][i]["outcome"] = run_point(point, out, data_dir, work_root, console)
+        write_json_atomically(manifest_path(out, profile), manifest)
+    manifest["finished_at"] = _now()
+    write_json_atomically(manifest_path(out, profile), manifest)
+    report = write_report(out / "runs", out)
+    console.print(f"report: {report}")
+    return manifest
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")

@@ -1,0 +1,116 @@
+"""The report renders from records: fixture records built here (not committed results), shaped as the harness writes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from harness.costmodel import dslide_step_bytes, horovod_step_bytes
+from harness.experiments import plan
+from harness.records import append_record, validate
+from harness.report import write_report
+from harness.reproduce import manifest_path, write_json_atomically
+
+PARAMS = 103_838_219
+
+
+def fixture_record(point, step_s, compute_s, run_id, p1=0.3, status="ok", epochs=None):
+    steps = point.max_steps or 157
+    if point.system == "dslide":
+        step_bytes = dslide_step_bytes(point.nodes, 128, 128)
+    elif point.system == "horovod":
+        step_bytes = horovod_step_bytes(point.nodes, PARAMS)
+    else:
+        step_bytes = 0
+    epochs = epochs or [{"steps": steps, "steps_per_epoch": 157, "epoch_time_s": step_s * steps, "p@1": p1,
+                         "compute_time_s": compute_s * steps, "bytes_sent": step_bytes * steps}]  # fmt: skip
+    record = {"system": point.system, "nodes": point.nodes, "cores_per_node": point.cores_per_node,
+              "bandwidth": point.bandwidth, "oversubscribed": point.oversubscribe,
+              "epoch_time_s": step_s * 157, "epoch_time_extrapolated": point.max_steps is not None,
+              "samples_per_s": 128 / step_s, "app_bytes": step_bytes * steps,
+              "wire_bytes": int(step_bytes * steps * 1.02),
+              "p@1": p1, "p@5": p1 / 2, "peak_rss_mb": 1000.0, "status": status, "run_id": run_id,
+              "steps": steps, "steps_per_epoch": 157, "epochs": epochs, "git": {"commit": "f" * 40, "dirty": False},
+              "machine": {"cores_available": 2, "cpu_model": "test CPU"}, "error": None if status == "ok" else "boom",
+              "config": {"dataset": point.dataset, "epochs": point.epochs, "max_steps": point.max_steps,
+                         "system_args": list(point.args)}}  # fmt: skip
+    validate(record)
+    return record
+
+
+@pytest.fixture
+def results(tmp_path):
+    """A quick-profile manifest; records for rq2, rq3 and rq4 (rq3's horovod 2-node 1gbit point twice), rq5 missing."""
+    out = tmp_path / "results"
+    points = plan("quick", machine_cores=2)
+    manifest = {"profile": "quick", "started_at": "2026-01-01T00:00:00+00:00", "finished_at": None,
+                "experiments": sorted({p.experiment for p in points}),
+                "points": [dict(vars(p), outcome="pending") for p in points]}  # fmt: skip
+    write_json_atomically(manifest_path(out, "quick"), manifest)
+    timings = {("dslide", 1): (0.1, 0.1), ("dslide", 2): (0.11, 0.09), ("horovod", 1): (4.0, 4.0),
+               ("horovod", 2): (12.0, 5.0)}  # fmt: skip
+    n = 0
+    for p in points:
+        if p.experiment == "rq5":
+            continue
+        n += 1
+        if p.experiment == "rq4":
+            p1s = (0.5, 0.6) if p.system == "dslide" else (0.55, 0.62)
+            epochs = [{"steps": 157, "epoch_time_s": 10.0 if p.system == "dslide" else 30.0, "p@1": v,
+                       "compute_time_s": 9.0, "bytes_sent": 0} for v in p1s]  # fmt: skip
+            record = fixture_record(p, 0.1, 0.1, f"run{n}", p1=p1s[-1], epochs=epochs)
+        else:
+            step, compute = timings[(p.system, min(p.nodes, 2))]
+            record = fixture_record(p, step, compute, f"run{n}")
+        append_record(out / "runs" / f"{p.records_name}.jsonl", record)
+        if p.experiment == "rq3" and p.system == "horovod" and p.nodes == 2 and p.bandwidth == "1gbit":
+            for extra, step in ((1, 8.0), (2, 100.0)):  # three runs: 12, 8, 100 s per step -> median 12
+                append_record(out / "runs" / f"{p.records_name}.jsonl", fixture_record(p, step, 5.0, f"x{extra}"))
+    return out
+
+
+def test_report_puts_measured_figures_beside_the_papers_claims(results):
+    path = write_report(results / "runs", results)
+    text = path.read_text()
+    assert "# Profile `quick`" in text
+    # RQ2: 134,144 B vs 830,705,752 B per step -> 99.984% less
+    reduction = 1 - dslide_step_bytes(2, 128, 128) / horovod_step_bytes(2, PARAMS)
+    assert f"{reduction:.3%}" in text
+    assert "| 99% |" in text and "| 80x |" in text and "5,417 s vs > 280,000 s" in text
+    # RQ3 at 2 nodes and 1 Gbit/s: median Horovod step 12 s (of 12, 8, 100) over D-SLIDE's 0.11 s
+    assert f"{12.0 / 0.11:,.1f}x" in text
+    assert "P@1 0.600 (D-SLIDE) vs 0.620 (TF dense)" in text
+    assert "3 ok" in text  # the repeated point
+    assert "**this profile is partial**" in text and "not run" in text  # rq5 has no record
+    assert "Where this emulation differs from the paper's hardware" in text and "oversubscribed" in text
+    assert "Median absolute error" in text
+
+
+def test_report_writes_its_figures_and_no_temporary_files(results):
+    write_report(results / "runs", results)
+    figures = sorted(p.name for p in (results / "figures").iterdir())
+    assert figures == ["quick-accuracy-vs-time.png", "quick-bytes-per-step.png", "quick-cost-model-paper-shape.png",
+                       "quick-epoch-time-vs-nodes.png", "quick-speedup.png"]  # fmt: skip
+    for name in figures:
+        assert (results / "figures" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert f"figures/{name}" in (results / "REPORT.md").read_text()
+    assert not [p for p in results.rglob("*.tmp")] and not list(results.glob(".REPORT*"))
+
+
+def test_failed_runs_are_not_counted_as_measurements(results):
+    point = next(p for p in plan("quick", machine_cores=2) if p.experiment == "rq5")
+    append_record(results / "runs" / f"{point.records_name}.jsonl",
+                  fixture_record(point, 1.0, 1.0, "bad", status="failed"))  # fmt: skip
+    text = write_report(results / "runs", results).read_text()
+    assert "failed: boom" in text
+    assert "peak RSS 1,000 MB per node" not in text  # RQ5's claim row has no measurement
+
+
+def test_report_without_a_reproduction_says_so(tmp_path):
+    text = write_report(tmp_path / "runs", tmp_path).read_text()
+    assert "No reproduction has run yet" in text
+
+
+def test_manifest_is_json(results):
+    assert json.loads(manifest_path(results, "quick").read_text())["profile"] == "quick"
