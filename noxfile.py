@@ -38,18 +38,54 @@ def lint(session: nox.Session) -> None:
     session.run("ruff", "format", "--check", ".")
 
 
+BENCH_BASELINE_DIR = Path(__file__).parent / "benchmarks" / "baseline"
+BENCH_FAIL = "median:25%"  # a benchmark whose median is more than 25% slower than the stored baseline fails
+
+
 @nox.session(python=PYTHON)
 def bench(session: nox.Session) -> None:
-    """pytest-benchmark regression checks (run on a quiet machine)."""
+    """pytest-benchmark regression checks against the baseline stored in benchmarks/baseline/ (run on a quiet machine).
+
+    `nox -s bench` compares every benchmark with the newest stored baseline and fails when its median is more
+    than 25% slower (--benchmark-compare-fail=median:25%); with no stored baseline it runs and saves one.
+    `nox -s bench -- --save-baseline` runs and stores a new baseline (commit benchmarks/baseline/). Other
+    arguments go to pytest, e.g. `nox -s bench -- benchmarks/test_engine_bench.py`.
+    """
     session.install("-e", ".[test]")
-    session.run("pytest", "benchmarks", "--benchmark-only", "--benchmark-enable", *session.posargs)
+    args = [a for a in session.posargs if a != "--save-baseline"]
+    paths = [a for a in args if a.startswith("benchmarks")] or ["benchmarks"]
+    args = [a for a in args if a not in paths]
+    stored = sorted(BENCH_BASELINE_DIR.glob("*/[0-9][0-9][0-9][0-9]_*.json"), key=lambda p: p.name)
+    storage = f"--benchmark-storage=file://{BENCH_BASELINE_DIR}"
+    command = ["pytest", *paths, "--benchmark-only", "--benchmark-enable", storage]
+    if "--save-baseline" in session.posargs or not stored:
+        if not stored:
+            session.log(f"No stored baseline in {BENCH_BASELINE_DIR}: running the benchmarks and saving one.")
+        session.run(*command, "--benchmark-save=baseline", *args)
+        return
+    session.log(f"Comparing with {stored[-1]}; failing on {BENCH_FAIL}")
+    session.run(*command, f"--benchmark-compare={stored[-1]}", f"--benchmark-compare-fail={BENCH_FAIL}", *args)
 
 
 @nox.session(python=PYTHON)
 def reproduce(session: nox.Session) -> None:
-    """Reproduce the paper's experiments at this machine's scale (until the harness lands: prints the plan)."""
+    """The paper's experiments at this machine's scale: `nox -s reproduce [-- quick|default|paper [harness args]]`.
+
+    Installs the engine here and the baseline venv (`nox -s horovod`'s, .nox/horovod, unless
+    $DSLIDE_BASELINE_PYTHON names one), then `harness reproduce --profile PROFILE` (default: default): makes the
+    data, runs every missing point through the harness (resumable), writes results/REPORT.md and
+    results/figures/. Emulated clusters need root. Extra arguments go to `harness reproduce`, e.g.
+    `nox -s reproduce -- quick --only rq2`.
+    """
     session.install("-e", ".")
-    session.log("The reproduction sweep needs the harness (issue 6); nothing is run and no result is claimed.")
+    args = list(session.posargs)
+    profile = args.pop(0) if args and args[0] in ("quick", "default", "paper") else "default"
+    venv_python = Path(__file__).parent / ".nox" / "horovod" / "bin" / "python"
+    baseline = os.environ.get("DSLIDE_BASELINE_PYTHON") or str(venv_python)
+    if not Path(baseline).exists():
+        session.log("Building the baseline environment (TensorFlow + Horovod) with `nox -s horovod` ...")
+        session.run(sys.executable, "-m", "nox", "-s", "horovod", "--", "--version", external=True)
+    session.run("harness", "reproduce", "--profile", profile, *args, env={"DSLIDE_BASELINE_PYTHON": baseline})
 
 
 # --- Baseline environment (TensorFlow 2.15 + Horovod 0.28.1; numpy 1.26, so its own venv) -------------------------
