@@ -161,6 +161,7 @@ def train(
     try:
         while pos.epoch < cfg.epochs:
             progress.epoch(pos.epoch + 1, run_steps, pos.step_in_epoch)
+            comm.barrier()  # ranks start the epoch together, so start-up skew is not timed as communication
             for i, rows in enumerate(batches(len(train_ds), cfg.batch_size, cfg.seed, pos.epoch)):
                 if i >= run_steps:
                     break
