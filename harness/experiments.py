@@ -130,7 +130,7 @@ def datasets(profile: str) -> list[str]:
 
 
 def experiments(profile: str) -> list[Experiment]:
-    """RQ1-RQ5 for `profile`."""
+    """RQ1-RQ5 (RQ4 in two parts: accuracy on `small`, time on the Amazon-670K shape) for `profile`."""
     if profile not in PROFILES:
         raise ValueError(f"unknown profile {profile!r}; choose one of {', '.join(PROFILES)}")
     return [_sized(e, profile) for e in BASE]
@@ -180,6 +180,14 @@ BASE: tuple[Experiment, ...] = (
         common_args=("--lr", "0.001"),
     ),
     Experiment(
+        name="rq4-amazon",
+        question="D-SLIDE against dense TensorFlow on one node, Amazon-670K shape: time per epoch.",
+        dataset=_AMAZON_SMALL,
+        arms=(Arm("dslide", "dslide", max_steps=20), Arm("tf-dense", "tf-dense", max_steps=3)),
+        nodes=(1,),
+        cores_per_node=2,
+    ),
+    Experiment(
         name="rq5",
         question="Does the ~800M-parameter model (hidden 1024: 826,015,115 parameters) train within per-node "
         "memory when split across nodes?",
@@ -209,6 +217,7 @@ _DEFAULT: dict[str, dict] = {
         ratio_rates=(_RATIO_8_AT_1G, _RATIO_4_AT_1G),
     ),
     "rq4": dict(epochs=5),
+    "rq4-amazon": dict(arms=(Arm("dslide", "dslide", max_steps=60), Arm("tf-dense", "tf-dense", max_steps=5))),
     "rq5": dict(nodes=(8,), arms=(Arm("dslide", "dslide", args=("--hidden", "1024"), max_steps=10),)),
 }
 _PAPER: dict[str, dict] = {
@@ -242,6 +251,12 @@ _PAPER: dict[str, dict] = {
         arms=(Arm("dslide", "dslide"), Arm("horovod", "horovod")),
     ),  # fmt: skip
     "rq4": dict(dataset="amazon-670k", cores_per_node=16, epochs=5, eval_points=None),
+    "rq4-amazon": dict(
+        dataset="amazon-670k",
+        cores_per_node=16,
+        eval_points=None,
+        arms=(Arm("dslide", "dslide", max_steps=400), Arm("tf-dense", "tf-dense", max_steps=40)),
+    ),  # fmt: skip
     "rq5": dict(
         dataset="amazon-670k",
         nodes=(4, 8, 16),

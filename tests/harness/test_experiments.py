@@ -13,7 +13,7 @@ from harness.run import RunSpec
 def test_every_point_is_a_valid_run(profile, tmp_path):
     points = plan(profile, machine_cores=2)
     assert points
-    assert {p.experiment for p in points} == {"rq1", "rq2", "rq3", "rq4", "rq5"}
+    assert {p.experiment for p in points} == {"rq1", "rq2", "rq3", "rq4", "rq4-amazon", "rq5"}
     for p in points:
         spec = RunSpec(system=p.system, nodes=p.nodes, cores_per_node=p.cores_per_node, bandwidth=p.bandwidth,
                        dataset=p.dataset, epochs=p.epochs, max_steps=p.max_steps, out=tmp_path,

@@ -49,7 +49,7 @@ def results(tmp_path):
                 "points": [dict(vars(p), outcome="pending") for p in points]}  # fmt: skip
     write_json_atomically(manifest_path(out, "quick"), manifest)
     timings = {("dslide", 1): (0.1, 0.1), ("dslide", 2): (0.11, 0.09), ("horovod", 1): (4.0, 4.0),
-               ("horovod", 2): (12.0, 5.0)}  # fmt: skip
+               ("horovod", 2): (12.0, 5.0), ("tf-dense", 1): (3.0, 3.0)}  # fmt: skip
     n = 0
     for p in points:
         if p.experiment == "rq5":
@@ -81,6 +81,7 @@ def test_report_puts_measured_figures_beside_the_papers_claims(results):
     # RQ3 at 2 nodes and 1 Gbit/s: median Horovod step 12 s (of 12, 8, 100) over D-SLIDE's 0.11 s
     assert f"{12.0 / 0.11:,.1f}x" in text
     assert "P@1 0.600 (D-SLIDE) vs 0.620 (TF dense)" in text
+    assert f"{3.0 / 0.1:,.1f}x" in text  # rq4-amazon: TF dense 3 s per step, D-SLIDE 0.1 s
     assert "3 ok" in text  # the repeated point
     assert "**this profile is partial**" in text and "not run" in text  # rq5 has no record
     assert "Where this emulation differs from the paper's hardware" in text and "oversubscribed" in text
