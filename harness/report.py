@@ -123,8 +123,12 @@ class Model:
 
 
 def fit_model(measured: list[Measured]) -> Model:
-    """Calibrate on one-node runs of the Amazon-670K shape (hidden 128, batch 128); validate on multi-node ones."""
-    usable = [m for m in measured if m.point.arm in ("dslide", "horovod") and model_shape(m.point) == AMAZON_670K]
+    """Fit on the 1-core-per-node runs of the Amazon-670K shape (hidden 128, batch 128); validate leave-one-out.
+
+    Compute is assumed to scale linearly with the cores of a node (runs with 2 cores per node are left out of the
+    fit so they do not mix thread scaling into the serial/parallel split)."""
+    usable = [m for m in measured if m.point.arm in ("dslide", "horovod") and m.point.cores_per_node == 1]
+    usable = [m for m in usable if model_shape(m.point) == AMAZON_670K]
     calibrations = {}
     for system in ("dslide", "horovod"):
         records = [r for m in usable if m.point.system == system for r in m.records]
@@ -178,16 +182,25 @@ def epoch_label(m: Measured) -> str:
 
 
 def where(m: Measured) -> str:
-    return f"{m.point.nodes} x {m.point.cores_per_node} core at {m.point.bandwidth}" + (
-        " (oversubscribed)" if m.point.oversubscribe else ""
-    )
+    cores = f"{m.point.cores_per_node} core" + ("s" if m.point.cores_per_node > 1 else "")
+    return f"{m.point.nodes} x {cores} at {m.point.bandwidth}" + (" (oversubscribed)" if m.point.oversubscribe else "")
 
 
 # --- figures ---
 
 
-def save_figure(fig: Any, path: Path) -> None:
+def pyplot() -> Any:
+    """matplotlib's pyplot on the file-only Agg backend (no display needed)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
+    return plt
+
+
+def save_figure(fig: Any, path: Path) -> None:
+    plt = pyplot()
 
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".png")
@@ -209,7 +222,7 @@ def rq3_rates(measured: list[Measured]) -> list[tuple[str, str]]:
 
 
 def figure_epoch_time(measured: list[Measured], model: Model, machine_cores: int, path: Path) -> bool:
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     rates = rq3_rates(measured)
     if not rates:
@@ -243,7 +256,7 @@ def figure_epoch_time(measured: list[Measured], model: Model, machine_cores: int
 
 
 def figure_speedup(measured: list[Measured], model: Model, machine_cores: int, path: Path) -> bool:
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     rates = rq3_rates(measured)
     if not rates or len(model.calibrations) < 2:
@@ -284,7 +297,7 @@ def predicted_speedup(model: Model, cluster: ClusterShape) -> float:
 
 
 def figure_bytes(measured: list[Measured], path: Path) -> bool:
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     pts = [
         m for m in measured if m.ok and m.point.nodes > 1 and m.bytes_per_step and m.point.experiment in ("rq2", "rq3")
@@ -315,7 +328,7 @@ def figure_bytes(measured: list[Measured], path: Path) -> bool:
 
 
 def figure_accuracy(measured: list[Measured], path: Path) -> bool:
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     pts = [m for m in select(measured, "rq4") if m.ok]
     if not pts:
@@ -338,7 +351,7 @@ def figure_accuracy(measured: list[Measured], path: Path) -> bool:
 
 
 def figure_paper_shape(model: Model, path: Path) -> bool:
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     if not model.calibrations:
         return False
@@ -480,7 +493,7 @@ def section_model(model: Model) -> list[str]:
     lines = ["## Cost model", "",
              "epoch time = steps x (core-seconds per step / cores + bytes a rank sends per step / (rate x 0.95)); "
              "a rank's compute fitted as serial + parallel / P core-seconds over the measured runs, bytes from the "
-             "formulas, no latency term "
+             "formulas, no latency term; compute assumed linear in a node's cores "
              "(`harness/costmodel.py`). Fit:", ""]  # fmt: skip
     rows = [[c.system, f"{c.serial_core_s:.4g}", f"{c.parallel_core_s:.4g}", c.source]
             for c in model.calibrations.values()]  # fmt: skip
