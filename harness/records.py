@@ -70,6 +70,12 @@ def validate(record: dict[str, Any]) -> None:
         raise RecordError("invalid run record: " + "; ".join(problems))
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def append_record(path: str | os.PathLike[str], record: dict[str, Any]) -> Path:
     """Validate `record` and append it as one line to the JSONL file `path` (atomically, see module doc)."""
     validate(record)
@@ -83,6 +89,7 @@ def append_record(path: str | os.PathLike[str], record: dict[str, Any]) -> Path:
             raise RecordError(f"{path}: last line is incomplete; not appending to a damaged file")
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         try:
+            os.fchmod(fd, 0o644 & ~_umask())  # mkstemp makes 0600; records are for every user to read
             with os.fdopen(fd, "wb") as out:
                 out.write(old + line.encode())
                 out.flush()
