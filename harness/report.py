@@ -312,7 +312,13 @@ def figure_bytes(measured: list[Measured], path: Path) -> bool:
         for m in mine:
             by_nodes.setdefault(m.point.nodes, []).append(m.bytes_per_step)  # type: ignore[arg-type]
         xs = sorted(by_nodes)
-        ax.plot(xs, [statistics.median(by_nodes[x]) for x in xs], "o", color=f"C{i}", label=f"{arm} measured")
+        ax.plot(
+            xs,
+            [statistics.median(by_nodes[x]) for x in xs],
+            "o",
+            color=SYSTEM_COLOURS.get(arm, f"C{i + 2}"),
+            label=f"{arm} measured",
+        )
     nodes_axis = list(range(2, 9))
     ax.plot(nodes_axis, [costmodel.dslide_step_bytes(n, 128, 128) for n in nodes_axis], "-", color="tab:blue",
             alpha=0.5, label="D-SLIDE formula")  # fmt: skip
