@@ -152,3 +152,14 @@ def _environ(pid: int) -> bytes:
         return Path(f"/proc/{pid}/environ").read_bytes()
     except OSError:
         return b""
+
+
+def test_lsh_inference_and_held_out_slice_during_training(files, tmp_path):
+    out = tmp_path / "lsh-eval"
+    cmd = train_cmd(files, out, "--epochs", "2", "--eval-mode", "lsh", "--eval-every", "5", "--eval-slice", "100")
+    subprocess.run(cmd, check=True, env=env(), timeout=600)
+    lines = [json.loads(line) for line in (out / "eval.jsonl").read_text().splitlines()]
+    assert [x["step"] for x in lines] == list(range(5, 5 * len(lines) + 1, 5)) and len(lines) >= 7
+    assert all(0 <= x["p@1"] <= 1 for x in lines)
+    final = read_metrics(out)[-1]
+    assert final["eval_mode"] == "lsh" and final["p@1"] > 5 * (1 / 120)
