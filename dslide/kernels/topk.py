@@ -6,45 +6,35 @@ import numba
 import numpy as np
 
 
+@numba.njit(inline="always", cache=True)
+def _insert(best_scores: np.ndarray, best_ids: np.ndarray, b: int, score: float, item: int) -> None:
+    """Put (score, item) into row b's sorted top-k if it beats the current k-th."""
+    k = best_scores.shape[1]
+    if score <= best_scores[b, k - 1]:
+        return
+    pos = k - 1
+    while pos > 0 and best_scores[b, pos - 1] < score:
+        best_scores[b, pos] = best_scores[b, pos - 1]
+        best_ids[b, pos] = best_ids[b, pos - 1]
+        pos -= 1
+    best_scores[b, pos] = score
+    best_ids[b, pos] = item
+
+
 @numba.njit(parallel=True, cache=True)
 def merge_topk(best_scores: np.ndarray, best_ids: np.ndarray, scores: np.ndarray, id_offset: int) -> None:
-    """Fold a chunk of scores (B, C) whose column c is id id_offset + c into the running top-k (sorted, best first)."""
-    B, k = best_scores.shape
-    C = scores.shape[1]
-    for b in numba.prange(B):
-        for c in range(C):
-            s = scores[b, c]
-            if s <= best_scores[b, k - 1]:
-                continue
-            pos = k - 1
-            while pos > 0 and best_scores[b, pos - 1] < s:
-                best_scores[b, pos] = best_scores[b, pos - 1]
-                best_ids[b, pos] = best_ids[b, pos - 1]
-                pos -= 1
-            best_scores[b, pos] = s
-            best_ids[b, pos] = id_offset + c
+    """Fold a chunk of scores (B, C) whose column c is id id_offset + c into the running top-k (best first)."""
+    for b in numba.prange(best_scores.shape[0]):
+        for c in range(scores.shape[1]):
+            _insert(best_scores, best_ids, b, scores[b, c], id_offset + c)
 
 
 @numba.njit(parallel=True, cache=True)
 def sparse_topk(
-    act_ptr: np.ndarray,
-    act_ids: np.ndarray,
-    z: np.ndarray,
-    id_map: np.ndarray,
-    best_scores: np.ndarray,
+    act_ptr: np.ndarray, act_ids: np.ndarray, z: np.ndarray, id_map: np.ndarray, best_scores: np.ndarray,
     best_ids: np.ndarray,
-) -> None:
+) -> None:  # fmt: skip
     """Running top-k over each sample's sampled logits; id_map turns local neuron ids into global ones."""
-    B, k = best_scores.shape
-    for b in numba.prange(B):
+    for b in numba.prange(best_scores.shape[0]):
         for e in range(act_ptr[b], act_ptr[b + 1]):
-            s = z[e]
-            if s <= best_scores[b, k - 1]:
-                continue
-            pos = k - 1
-            while pos > 0 and best_scores[b, pos - 1] < s:
-                best_scores[b, pos] = best_scores[b, pos - 1]
-                best_ids[b, pos] = best_ids[b, pos - 1]
-                pos -= 1
-            best_scores[b, pos] = s
-            best_ids[b, pos] = id_map[act_ids[e]]
+            _insert(best_scores, best_ids, b, z[e], id_map[act_ids[e]])
