@@ -147,6 +147,7 @@ def train(
     run_steps = min(steps_per_epoch, cfg.max_steps) if cfg.max_steps else steps_per_epoch
     progress = _Progress(cfg.progress and comm.rank == 0)
     last_progress_line = 0.0
+    where = " on rank 0" if comm.size > 1 else ""  # each rank knows only its own active neurons
 
     def save_checkpoint() -> None:
         meta = {
@@ -182,7 +183,7 @@ def train(
                 pos.global_step += 1
                 speed = pos.samples / max(pos.train_seconds, 1e-9)
                 progress.update(
-                    f"{speed:,.0f} samples/s  loss {res.loss:.3f}  active/sample {res.active / len(rows):,.0f}"
+                    f"{speed:,.0f} samples/s  loss {res.loss:.3f}  active/sample {res.active / len(rows):,.0f}{where}"
                 )
                 if comm.rank == 0 and time.monotonic() - last_progress_line > 1.0:
                     # one line a second for outside watchers (the harness's live status)
