@@ -99,3 +99,39 @@ def test_bytes_match_the_analytic_formula(tmp_path):
     expected = allgather + reduce_scatter + softmax
     np.testing.assert_array_equal(sent, expected)
     np.testing.assert_array_equal(received, expected)
+
+
+@pytest.fixture(scope="module")
+def learnable_files(tmp_path_factory):
+    from dslide.data.synthetic import XCParams, generate
+    from dslide.data.xc_format import write_xc
+
+    tmp = tmp_path_factory.mktemp("learnable")
+    train, test = generate(XCParams(3000, 1000, 6000, 3000, avg_nnz=20.0, avg_labels=2.0), seed=1)
+    write_xc(tmp / "train.txt", train)
+    write_xc(tmp / "test.txt", test)
+    return tmp / "train.txt", tmp / "test.txt"
+
+
+def train_lsh(files, out: Path, P: int) -> dict:
+    exe = Path(sys.executable).parent / "dslide"
+    cmd = [mpiexec(), "-n", str(P), str(exe) if exe.exists() else "dslide", "train", "--train", str(files[0]),
+           "--test", str(files[1]), "--out", str(out), "--epochs", "8", "--lr", "0.01", "--hidden", "32",
+           "--hash", "srp", "--bits", "6", "--tables", "32", "--range-pow", "6", "--bucket-capacity", "64",
+           "--min-active", "100", "--pad-threshold", "100", "--rebuild-first", "20", "--redraw-every", "0",
+           "--threads", "1", "--no-progress"]  # fmt: skip
+    subprocess.run(cmd, check=True, timeout=600, env={**os.environ, "NUMBA_NUM_THREADS": "1"})
+    import json
+
+    return json.loads((out / "metrics.jsonl").read_text().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_with_lsh_sampling_p_ranks_reach_the_p_at_1_of_one_rank(tmp_path, learnable_files):
+    """Each rank samples from its own tables, so runs differ; accuracy must not (within 1 point)."""
+    one = train_lsh(learnable_files, tmp_path / "p1", 1)
+    assert one["p@1"] > 0.6  # it learned (chance is 0.001, the most popular label ~0.25)
+    for P in (2, 4):
+        many = train_lsh(learnable_files, tmp_path / f"p{P}", P)
+        assert abs(many["p@1"] - one["p@1"]) <= 0.01, (P, many["p@1"], one["p@1"])
+        assert many["avg_active"] == pytest.approx(one["avg_active"], rel=0.15)
