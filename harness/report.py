@@ -555,6 +555,8 @@ def section_differences(measured: list[Measured], machine: dict[str, Any]) -> li
             "- **Network.** Linux network namespaces and `tc tbf` per direction, TCP (OFI) at MTU 1500: ~95% of the "
             "rate is reachable, no latency or loss is emulated, and at 10 Gbit/s the 2 shared cores (not the link) "
             "limit TCP.",
+            "- **Repeats.** A point runs once unless its row says more (medians then); short runs on this shared "
+            "machine are noisy, so compare orders of magnitude rather than small differences.",
             "- **Shapes the machine cannot host** (8 nodes x 4 cores; Horovod beyond 2 nodes needs ~4.7 GB per "
             "process) come from the cost model, fitted on the measured runs, never from a run. The paper's GPU "
             "comparisons (V100, A100) are not reproduced: there is no GPU here; RQ4 compares with TensorFlow on CPU.",
@@ -594,7 +596,8 @@ def profile_section(profile: str, manifest: dict[str, Any], runs: Path, figures:
         lines += [f"## {e.name.upper()}: {e.question}", ""]
         lines += {"rq1": lambda: section_rq1(measured), "rq2": lambda: section_rq2(measured),
                   "rq3": lambda: section_rq3(measured, model, machine_cores), "rq4": lambda: section_rq4(measured),
-                  "rq4-amazon": lambda: section_rq4(measured, "rq4-amazon"),
+                  "rq4-amazon": lambda: section_rq4(measured, "rq4-amazon") + [
+                      "This part measures time per epoch; P@k after a few steps says nothing about accuracy.", ""],
                   "rq5": lambda: section_rq5(measured)}[e.name]()  # fmt: skip
         for name in {"rq2": ["bytes-per-step"], "rq3": ["epoch-time-vs-nodes", "speedup"],
                      "rq4": ["accuracy-vs-time"]}.get(e.name, []):  # fmt: skip

@@ -71,3 +71,22 @@ def test_rq5_is_the_800m_parameter_model():
 def test_unknown_profile_is_refused():
     with pytest.raises(ValueError, match="unknown profile"):
         experiments("huge")
+
+
+def test_reproduce_resumes_recorded_points_and_writes_manifest_and_report(tmp_path):
+    """Points whose ok record exists are skipped by the harness sweep; the manifest and the report are written."""
+    from rich.console import Console
+
+    from harness.records import append_record
+    from harness.reproduce import read_manifest, reproduce
+    from tests.harness.test_report import fixture_record
+
+    out = tmp_path / "results"
+    rq4 = [p for p in plan("quick") if p.experiment == "rq4"]
+    for i, p in enumerate(rq4):
+        append_record(out / "runs" / f"{p.records_name}.jsonl", fixture_record(p, 0.1, 0.1, f"r{i}"))
+    manifest = reproduce("quick", out, data_dir=str(tmp_path / "data"), only=("rq4",), console=Console(quiet=True))
+    assert [p["outcome"] for p in manifest["points"]] == ["skipped (recorded)"] * len(rq4)
+    assert read_manifest(out, "quick")["finished_at"]
+    assert "## RQ4" in (out / "REPORT.md").read_text()
+    assert (tmp_path / "data" / "small" / "train.txt").is_file()  # the data step made the preset
