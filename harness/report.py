@@ -183,6 +183,8 @@ def epoch_label(m: Measured) -> str:
 
 def where(m: Measured) -> str:
     cores = f"{m.point.cores_per_node} core" + ("s" if m.point.cores_per_node > 1 else "")
+    if m.point.nodes == 1:
+        return f"1 node x {cores}"  # no link
     return f"{m.point.nodes} x {cores} at {m.point.bandwidth}" + (" (oversubscribed)" if m.point.oversubscribe else "")
 
 
@@ -350,6 +352,7 @@ def figure_accuracy(measured: list[Measured], path: Path) -> bool:
         ax.plot(xs, ys, "o-", color=SYSTEM_COLOURS.get(m.point.system), label=f"{m.point.arm} ({where(m)})")
     ax.set_xlabel("training time (s, evaluation excluded)")
     ax.set_ylabel("P@1 on the test points")
+    ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     save_figure(fig, path)
