@@ -27,6 +27,7 @@ class StepResult:
     comm_time_s: float = 0.0
     bytes_sent: int = 0
     bytes_received: int = 0
+    seconds: float = 0.0  # wall time of the step (set by train_epoch)
 
 
 def peak_rss_mb() -> float:
@@ -102,7 +103,8 @@ def train_epoch(
     for rows in epoch_batches(num_points, global_batch, seed, epoch, max_steps):
         started = time.perf_counter()
         results.append(step(rows))
-        seconds += time.perf_counter() - started
+        results[-1].seconds = time.perf_counter() - started
+        seconds += results[-1].seconds
         if progress is not None and time.monotonic() - last_line > 1.0:
             last_line = time.monotonic()
             speed = sum(r.samples for r in results) / max(seconds, 1e-9)
@@ -136,6 +138,7 @@ def epoch_record(
     bytes_sent: int = 0,
     bytes_received: int = 0,
     peak_rss_mb_per_rank: list[float] | None = None,
+    first_step_s: float | None = None,
 ) -> dict[str, Any]:
     """One metrics.jsonl line in the schema `dslide train` writes: epochs count from 1, bytes are summed over
     ranks, epoch time is the slowest rank's, comm time the mean over ranks, peak RSS the largest rank's."""
@@ -149,6 +152,7 @@ def epoch_record(
         **scores,
         "loss": loss,
         "epoch_time_s": epoch_time_s,
+        "first_step_s": first_step_s,  # includes warm-up (graph tracing); extrapolations count it once
         "samples_per_s": samples / epoch_time_s if epoch_time_s > 0 else 0.0,
         "avg_active": avg_active,
         "peak_rss_mb": max(rss),

@@ -99,6 +99,7 @@ def fit(
             epoch=epoch,
             steps=len(results),
             steps_per_epoch=steps_per_epoch,
+            first_step_s=results[0].seconds if results else None,
             samples=sum(r.samples for r in results),
             loss=mean_loss(results),
             epoch_time_s=seconds,

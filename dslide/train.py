@@ -42,10 +42,14 @@ class Position:
     comm_seconds: float = 0.0
     bytes_sent: int = 0
     bytes_received: int = 0
+    eval_bytes: int = 0  # sent by the held-out evaluations during the epoch
+    first_step_s: float | None = None  # includes warm-up (loading compiled kernels); extrapolations count it once
     records: list[dict[str, Any]] = field(default_factory=list)
 
     def start_epoch(self) -> None:
         self.step_in_epoch = 0
+        self.eval_bytes = 0
+        self.first_step_s = None
         self.loss_sum = self.active_sum = self.train_seconds = self.comm_seconds = 0.0
         self.samples = self.bytes_sent = self.bytes_received = 0
 
@@ -171,7 +175,10 @@ def train(
                 comm.reset_stats()
                 t0 = time.perf_counter()
                 res = net.train_step(Batch.from_dataset(train_ds, rows), pos.global_step)
-                pos.train_seconds += time.perf_counter() - t0
+                step_seconds = time.perf_counter() - t0
+                pos.train_seconds += step_seconds
+                if pos.first_step_s is None:
+                    pos.first_step_s = step_seconds
                 stats = comm.stats
                 pos.comm_seconds += stats.seconds
                 pos.bytes_sent += stats.total_sent()
@@ -193,7 +200,9 @@ def train(
                     with open(out_dir / "progress.jsonl", "a") as f:
                         f.write(json.dumps(line) + "\n")
                 if cfg.eval_every and pos.global_step % cfg.eval_every == 0:
+                    comm.reset_stats()
                     scores = evaluate(net, eval_slice, cfg.eval_mode, step=pos.global_step)
+                    pos.eval_bytes += comm.stats.total_sent()
                     if comm.rank == 0:
                         line = {
                             "epoch": pos.epoch + 1,
@@ -228,7 +237,7 @@ def _epoch_record(
         test_ds = test_ds.subset(np.arange(min(cfg.test_points, len(test_ds))))
     scores = evaluate(net, test_ds, cfg.eval_mode, step=pos.global_step)
     eval_seconds = time.perf_counter() - t0
-    eval_bytes = comm.stats.total_sent()
+    eval_bytes = comm.stats.total_sent() + pos.eval_bytes
     comm.reset_stats()
     loss = comm.sum_scalar(pos.loss_sum) / comm.size  # every rank holds the same global loss
     active = comm.sum_scalar(pos.active_sum)
@@ -247,6 +256,7 @@ def _epoch_record(
         "p@5": scores.get("p@5"),
         "loss": loss / samples,
         "epoch_time_s": train_seconds,
+        "first_step_s": comm.max_scalar(pos.first_step_s or 0.0),
         "samples_per_s": pos.samples / max(train_seconds, 1e-9),
         "avg_active": active / samples,
         "peak_rss_mb": max(rss),

@@ -86,6 +86,15 @@ def summarize_counters(before: Counters | None, after: Counters | None) -> dict[
     }
 
 
+def extrapolate_epoch(metrics: dict[str, Any], steps_per_epoch: int) -> float:
+    """A whole epoch's time from the steps run: the first step (warm-up) once, the others' mean for the rest."""
+    seconds, steps = metrics["epoch_time_s"], metrics["steps"]
+    first = metrics.get("first_step_s")
+    if first is None or steps < 2:
+        return seconds * steps_per_epoch / steps
+    return first + (seconds - first) * (steps_per_epoch - 1) / (steps - 1)
+
+
 def build_record(
     spec: RunSpec,
     run_id: str,
@@ -103,16 +112,20 @@ def build_record(
     metrics = read_metrics(work)
     last = metrics[-1] if metrics else {}
     wire = summarize_counters(before, after)
-    epoch_times = [m["epoch_time_s"] for m in metrics if m.get("epoch_time_s") is not None]
-    epoch_time = sum(epoch_times) / len(epoch_times) if epoch_times else None
     steps = last.get("steps")
     steps_per_epoch = full_steps_per_epoch(last, train, spec.system_args)
-    extrapolated = bool(spec.max_steps and steps and steps_per_epoch and steps < steps_per_epoch)
-    if extrapolated and epoch_time is not None:
-        epoch_time = epoch_time * steps_per_epoch / steps
-    app_bytes = None
+    # Partial epochs (--max-steps, here or passed through to the system) are extrapolated, and labelled so.
+    extrapolated = bool(steps and steps_per_epoch and steps < steps_per_epoch)
+    epoch_times = [
+        extrapolate_epoch(m, steps_per_epoch) if extrapolated else m["epoch_time_s"]
+        for m in metrics
+        if m.get("epoch_time_s") is not None
+    ]
+    epoch_time = sum(epoch_times) / len(epoch_times) if epoch_times else None
+    app_bytes = app_eval_bytes = None
     if metrics and any("bytes_sent" in m for m in metrics):
-        app_bytes = sum(int(m.get("bytes_sent") or 0) + int(m.get("eval_bytes_sent") or 0) for m in metrics)
+        app_bytes = sum(int(m.get("bytes_sent") or 0) for m in metrics)  # training steps only
+        app_eval_bytes = sum(int(m.get("eval_bytes_sent") or 0) for m in metrics)
     status, error = "ok", None
     if outcome["timed_out"]:
         status, error = "timeout", explain_failure(outcome, work, addresses)
@@ -137,6 +150,7 @@ def build_record(
         "epoch_time_extrapolated": extrapolated,
         "samples_per_s": _mean(m.get("samples_per_s") for m in metrics),
         "app_bytes": app_bytes,
+        "app_eval_bytes": app_eval_bytes,
         "wire_bytes": wire["tx_bytes"] if wire else None,
         "p@1": last.get("p@1"),
         "p@3": last.get("p@3"),

@@ -83,3 +83,11 @@ def test_machine_and_git_describe_where_a_run_happened():
     assert machine["cores"] >= 1 and machine["memory_mb"] > 0 and machine["kernel"]
     commit = git_commit()
     assert commit["commit"] is None or len(commit["commit"]) == 40
+
+
+def test_partial_epochs_count_the_warm_up_step_once():
+    from harness.run_record import extrapolate_epoch
+
+    # 5 steps: a 12 s first step (warm-up), then 4 steps of 6 s; a 100-step epoch is 12 + 99 x 6 s
+    assert extrapolate_epoch({"epoch_time_s": 36.0, "steps": 5, "first_step_s": 12.0}, 100) == 12 + 99 * 6
+    assert extrapolate_epoch({"epoch_time_s": 36.0, "steps": 5}, 100) == 36.0 * 20
