@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import select
 import signal
 import subprocess
 import sys
@@ -82,7 +83,8 @@ OWNER = {
 def _owner(kind: str) -> tuple[subprocess.Popen[str], str]:
     code = textwrap.dedent(OWNER[kind])
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
-    prefix = proc.stdout.readline().strip()
+    ready, _, _ = select.select([proc.stdout], [], [], 120)  # never hang CI on an owner that did not start
+    prefix = proc.stdout.readline().strip() if ready else ""
     assert prefix.startswith("ds-"), "the owner process did not bring its cluster up"
     return proc, prefix
 

@@ -40,7 +40,8 @@ def check_links(record, bandwidth="100mbit"):
 @pytest.mark.root
 @pytest.mark.mpi
 def test_two_nodes_move_a_payload_at_the_shaped_rate_over_tcp(tmp_path):
-    record = payload_run(tmp_path, 2, "--bytes", str(16 * MIB), "--op", "sendrecv", "--repeat", "3")
+    # MTU 9000 keeps TCP's per-packet headers (4.4% of the link at 1500) out of the 10% margin on a busy machine
+    record = payload_run(tmp_path, 2, "--bytes", str(16 * MIB), "--op", "sendrecv", "--repeat", "3", mtu=9000)
     check_links(record)
     assert record["app_bytes"] >= 2 * 3 * 16 * MIB
     assert record["config"]["tcp_env"] == {"MPIR_CVAR_CH4_NETMOD": "ofi", "FI_PROVIDER": "tcp"}
