@@ -115,3 +115,23 @@ def test_report_without_a_reproduction_says_so(tmp_path):
 
 def test_manifest_is_json(results):
     assert json.loads(manifest_path(results, "quick").read_text())["profile"] == "quick"
+
+
+def test_commonest_label_precision_is_counted_on_the_evaluated_points(tmp_path, monkeypatch):
+    import numpy as np
+
+    from dslide.data.registry import make_preset_files
+    from dslide.data.xc_format import load_dataset
+    from harness.report import commonest_label_precision
+
+    monkeypatch.setenv("DSLIDE_DATA_DIR", str(tmp_path))
+    train_path, test_path = make_preset_files("tiny", tmp_path)
+    train, test = load_dataset(train_path), load_dataset(test_path)
+    counts = np.bincount(train.label_indices, minlength=train.num_labels)
+    top5 = [int(i) for i in np.argsort(-counts, kind="stable")[:5]]
+    labels = [set(test.label_indices[test.label_indptr[i] : test.label_indptr[i + 1]].tolist()) for i in range(300)]
+    p1 = sum(top5[0] in y for y in labels) / 300
+    p5 = sum(len(y & set(top5)) for y in labels) / 1500
+    assert commonest_label_precision("tiny", 300) == pytest.approx((p1, p5))
+    assert 0 < p1 < 1
+    assert commonest_label_precision("amazon670k-medium", 10) is None  # not generated here: no figure, no error
