@@ -177,6 +177,7 @@ def fit_horovod(
             bytes_received=size * sum(r.bytes_received for r in results),
             peak_rss_mb_per_rank=rss,
         )
+        gloo = hvd.gloo_enabled()  # Gloo talks through plain sockets, which /proc/self/io counts
         record.update(
             batch_size_per_process=settings.batch_size,
             global_batch_size=global_batch,
@@ -187,8 +188,9 @@ def fit_horovod(
             sparse_gradient=sparse_gradient,
             tf_intra_op_threads=tf.config.threading.get_intra_op_parallelism_threads(),
             allgathered_bytes_per_rank=sum(gathered_log),
-            io_bytes_written=sum(w for w, _ in io_log),
-            io_bytes_read=sum(r for _, r in io_log),
+            # socket write()/read() bytes: meaningful under Gloo; MPI's sendmsg() escapes /proc/self/io
+            io_bytes_written=sum(w for w, _ in io_log) if gloo else None,
+            io_bytes_read=sum(r for _, r in io_log) if gloo else None,
         )
         if overlap:
             record["comm_time_s"] = record["compute_time_s"] = None
@@ -196,7 +198,7 @@ def fit_horovod(
         if out_dir is not None:
             append_jsonl(Path(out_dir) / "metrics.jsonl", record)
             for i, r in enumerate(results):
-                io_w, io_r = io_log[i] if io_log else (None, None)
+                io_w, io_r = io_log[i] if io_log and gloo else (None, None)
                 line = {
                     "epoch": epoch + 1,
                     "step": i,
