@@ -151,6 +151,8 @@ def build_record(
         "samples_per_s": _mean(m.get("samples_per_s") for m in metrics),
         "app_bytes": app_bytes,
         "app_eval_bytes": app_eval_bytes,
+        # one-off traffic before training (Horovod's broadcast of the initial weights); wire_bytes includes it
+        "app_startup_bytes": sum(int(m.get("startup_bytes_sent") or 0) for m in metrics) if metrics else None,
         "wire_bytes": wire["tx_bytes"] if wire else None,
         "p@1": last.get("p@1"),
         "p@3": last.get("p@3"),
