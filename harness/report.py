@@ -247,6 +247,7 @@ def save_figure(fig: Any, path: Path) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".png")
     os.close(fd)
     try:
+        fig.tight_layout()
         fig.savefig(tmp, dpi=110, bbox_inches="tight")
         os.replace(tmp, path)
     finally:
@@ -268,9 +269,14 @@ def figure_epoch_time(measured: list[Measured], model: Model, machine_cores: int
     rates = rq3_rates(measured)
     if not rates:
         return False
-    fig, axes = plt.subplots(1, len(rates), figsize=(4.2 * len(rates), 3.6), squeeze=False, sharey=True)
+    columns = min(3, len(rates))
+    rows = -(-len(rates) // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 3.6 * rows), squeeze=False, sharey=True)
+    flat = [ax for row in axes for ax in row]
+    for unused in flat[len(rates) :]:
+        unused.set_visible(False)
     nodes_axis = list(range(1, 9))
-    for ax, (bw, kind) in zip(axes[0], rates, strict=True):
+    for ax, (bw, kind) in zip(flat, rates, strict=False):
         for system in ("dslide", "horovod"):
             colour = SYSTEM_COLOURS[system]
             pts = [
@@ -284,14 +290,22 @@ def figure_epoch_time(measured: list[Measured], model: Model, machine_cores: int
                 here = [costmodel.predict(cal, ClusterShape(n, 1, bw, machine_cores), steps_source).epoch_s
                         for n in nodes_axis]  # fmt: skip
                 real = [costmodel.predict(cal, ClusterShape(n, 1, bw), steps_source).epoch_s for n in nodes_axis]
-                ax.plot(nodes_axis, here, "-", color=colour, alpha=0.6, label=f"{system} model, {machine_cores} cores")
+                ax.plot(
+                    nodes_axis,
+                    here,
+                    "-",
+                    color=colour,
+                    alpha=0.6,
+                    label=f"{system} model, {machine_cores} shared cores",
+                )
                 ax.plot(nodes_axis, real, ":", color=colour, alpha=0.8, label=f"{system} model, 1 core/node")
         ax.set_title(f"{bw}" + ("" if kind == "nominal" else f"\n({kind})"), fontsize=8)
         ax.set_xlabel("nodes (1 core each)")
         ax.set_yscale("log")
         ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel("epoch time (s)")
-    axes[0][-1].legend(fontsize=7)
+    for row in axes:
+        row[0].set_ylabel("epoch time (s)")
+    flat[0].legend(fontsize=7)
     save_figure(fig, path)
     return True
 
@@ -310,7 +324,7 @@ def figure_speedup(measured: list[Measured], model: Model, machine_cores: int, p
         pairs = speedups(measured, bw)
         ax.plot([n for n, _ in pairs], [s for _, s in pairs], "o", color=colour, label=f"{label} measured")
         ratio = [predicted_speedup(model, ClusterShape(n, 1, bw, machine_cores)) for n in nodes_axis]
-        ax.plot(nodes_axis, ratio, "-", color=colour, alpha=0.6, label=f"{label} model")
+        ax.plot(nodes_axis, ratio, "-", color=colour, alpha=0.6, label=f"{label} model ({machine_cores} shared cores)")
     ax.plot([2], [PAPER["speedup_2x8_1gbit"]], "k*", markersize=12, label="paper: 80x (2 x 8 cores, 1 Gbit/s)")
     ax.set_xlabel("nodes")
     ax.set_ylabel("Horovod epoch time / D-SLIDE epoch time")
