@@ -636,8 +636,7 @@ def profile_section(profile: str, manifest: dict[str, Any], runs: Path, figures:
     model = fit_model(measured)
     complete = done == len(measured)
     lines = [f"# Profile `{profile}`", "",
-             f"Produced by `harness reproduce --profile {profile}` (started {manifest.get('started_at')}, "
-             f"{'finished ' + manifest['finished_at'] if manifest.get('finished_at') else 'not finished'}). "
+             f"Produced by `harness reproduce --profile {profile}` ({invocations_text(manifest)}). "
              f"{done} of {len(measured)} planned points have an ok record"
              + ("." if complete else " — **this profile is partial**; missing points say `not run`.") + "",
              f"Commits: {', '.join(sorted({_commit(r) for r in records})) or 'none'}.",
@@ -672,6 +671,17 @@ def profile_section(profile: str, manifest: dict[str, Any], runs: Path, figures:
         lines += [f"![cost model]({names['cost-model-paper-shape']})", ""]
     lines += ["Points of the plan:", ""] + [f"- {describe(m.point)}: {status(m)}" for m in measured] + [""]
     return lines
+
+
+def invocations_text(manifest: dict[str, Any]) -> str:
+    from harness.reproduce import manifest_invocations
+
+    parts = []
+    for i in manifest_invocations(manifest):
+        end = f"finished {i['finished_at']}" if i.get("finished_at") else "not finished"
+        only = f" (only {', '.join(i['only'])})" if i.get("only") else ""
+        parts.append(f"started {i.get('started_at')}, {end}{only}")
+    return "; ".join(parts) or "no invocation recorded"
 
 
 def _commit(record: dict[str, Any]) -> str:

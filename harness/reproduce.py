@@ -2,7 +2,8 @@
 
 Resumable: the sweep skips points whose ok record is already in OUT/runs/<experiment>-<arm>.jsonl, so an
 interrupted reproduction continues where it stopped. OUT/reproduce-<profile>.json (written atomically) says
-what was planned, what ran, what failed or could not start, and when.
+what was planned, each point's latest outcome (ok, failed, timeout, skipped (recorded), error: ...), and when
+each invocation started and finished.
 """
 
 from __future__ import annotations
@@ -103,25 +104,46 @@ def reproduce(
     from harness.report import write_report
 
     console = console or Console(stderr=True)
-    points = [p for p in plan(profile) if not only or p.experiment in only]
+    points = plan(profile)
+    old = read_manifest(out, profile)
+    previous = {_point_key(p): p.get("outcome") for p in old["points"]} if old else {}
+    invocation: dict[str, Any] = {"started_at": _now(), "finished_at": None, "only": list(only)}
     manifest: dict[str, Any] = {
         "profile": profile,
-        "started_at": _now(),
-        "finished_at": None,
         "experiments": sorted({p.experiment for p in points}),
-        "points": [dict(dataclasses.asdict(p), outcome="pending") for p in points],
+        "points": [
+            dict(dataclasses.asdict(p), outcome=previous.get(_point_key(dataclasses.asdict(p)), "pending"))
+            for p in points
+        ],
+        "invocations": [*manifest_invocations(old), invocation],
     }
     write_json_atomically(manifest_path(out, profile), manifest)
     make_data(profile, data_dir, console)
     for i, point in enumerate(points):
+        if only and point.experiment not in only:
+            continue
         console.rule(f"[{i + 1}/{len(points)}] {describe(point)}")
         manifest["points"][i]["outcome"] = run_point(point, out, data_dir, work_root, console)
         write_json_atomically(manifest_path(out, profile), manifest)
-    manifest["finished_at"] = _now()
+    invocation["finished_at"] = _now()
     write_json_atomically(manifest_path(out, profile), manifest)
     report = write_report(out / "runs", out)
     console.print(f"report: {report}")
     return manifest
+
+
+def _point_key(point: dict[str, Any]) -> str:
+    return json.dumps({k: list(v) if isinstance(v, tuple) else v for k, v in point.items() if k != "outcome"},
+                      sort_keys=True)  # fmt: skip
+
+
+def manifest_invocations(manifest: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Earlier invocations of the profile (a manifest from before `invocations` had one, at its top level)."""
+    if not manifest:
+        return []
+    if "invocations" in manifest:
+        return manifest["invocations"]
+    return [{"started_at": manifest.get("started_at"), "finished_at": manifest.get("finished_at"), "only": []}]
 
 
 def _now() -> str:

@@ -85,8 +85,14 @@ def test_reproduce_resumes_recorded_points_and_writes_manifest_and_report(tmp_pa
     rq4 = [p for p in plan("quick") if p.experiment == "rq4"]
     for i, p in enumerate(rq4):
         append_record(out / "runs" / f"{p.records_name}.jsonl", fixture_record(p, 0.1, 0.1, f"r{i}"))
-    manifest = reproduce("quick", out, data_dir=str(tmp_path / "data"), only=("rq4",), console=Console(quiet=True))
-    assert [p["outcome"] for p in manifest["points"]] == ["skipped (recorded)"] * len(rq4)
-    assert read_manifest(out, "quick")["finished_at"]
+    quiet = Console(quiet=True)
+    manifest = reproduce("quick", out, data_dir=str(tmp_path / "data"), only=("rq4",), console=quiet)
+    outcomes = {(p["experiment"], p["arm"]): p["outcome"] for p in manifest["points"]}
+    assert [outcomes[("rq4", p.arm)] for p in rq4] == ["skipped (recorded)"] * len(rq4)
+    assert outcomes[("rq1", "dslide")] == "pending"  # the whole plan is listed; only rq4 was run
+    assert read_manifest(out, "quick")["invocations"][-1]["finished_at"]
     assert "## RQ4" in (out / "REPORT.md").read_text()
     assert (tmp_path / "data" / "small" / "train.txt").is_file()  # the data step made the preset
+    again = reproduce("quick", out, data_dir=str(tmp_path / "data"), only=("rq5-none",), console=quiet)
+    assert [i["only"] for i in again["invocations"]] == [["rq4"], ["rq5-none"]]  # history kept
+    assert {(p["experiment"], p["arm"]): p["outcome"] for p in again["points"]} == outcomes  # outcomes kept

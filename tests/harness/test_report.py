@@ -44,7 +44,7 @@ def results(tmp_path):
     """A quick-profile manifest; records for rq2, rq3 and rq4 (rq3's horovod 2-node 1gbit point twice), rq5 missing."""
     out = tmp_path / "results"
     points = plan("quick", machine_cores=2)
-    manifest = {"profile": "quick", "started_at": "2026-01-01T00:00:00+00:00", "finished_at": None,
+    manifest = {"profile": "quick", "invocations": [{"started_at": "2026-01-01T00:00:00+00:00", "finished_at": None}],
                 "experiments": sorted({p.experiment for p in points}),
                 "points": [dict(vars(p), outcome="pending") for p in points]}  # fmt: skip
     write_json_atomically(manifest_path(out, "quick"), manifest)
@@ -83,6 +83,7 @@ def test_report_puts_measured_figures_beside_the_papers_claims(results):
     assert "P@1 0.600 (D-SLIDE) vs 0.620 (TF dense)" in text
     assert f"{3.0 / 0.1:,.1f}x" in text  # rq4-amazon: TF dense 3 s per step, D-SLIDE 0.1 s
     assert "3 ok" in text  # the repeated point
+    assert "started 2026-01-01T00:00:00+00:00, not finished" in text
     assert "**this profile is partial**" in text and "not run" in text  # rq5 has no record
     assert "Where this emulation differs from the paper's hardware" in text and "oversubscribed" in text
     assert "Median absolute error" in text
