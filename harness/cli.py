@@ -239,7 +239,8 @@ def reproduce_command(profile: str, out: str, only: str, data_dir: str | None, w
     from harness.reproduce import reproduce
 
     manifest = reproduce(profile, Path(out), data_dir, Path(work_dir) if work_dir else None, tuple(_split(only)))
-    outcomes = [p["outcome"] for p in manifest["points"]]
+    selected = _split(only)
+    outcomes = [p["outcome"] for p in manifest["points"] if not selected or p["experiment"] in selected]
     bad = [o for o in outcomes if o not in ("ok", "skipped (recorded)")]
     click.echo(f"{len(outcomes)} point(s): {len(outcomes) - len(bad)} recorded ok, {len(bad)} not")
     if bad:
