@@ -65,6 +65,7 @@ class Experiment:
     eval_points: int | None = 1000  # evaluate on the first N test points (dslide --test-points, else --eval-points)
     common_args: tuple[str, ...] = ()  # to every arm (e.g. --lr)
     budget_s: float = 1800.0  # per point
+    repeats: int = 1  # runs of every point (the report takes medians); repeats come after every first run
 
 
 @dataclass(frozen=True)
@@ -84,10 +85,11 @@ class Point:
     args: tuple[str, ...]
     oversubscribe: bool
     budget_s: float
+    repeat: int = 1  # 1, 2, ...: the same run again (its own records file, so the sweep does not skip it)
 
     @property
     def records_name(self) -> str:
-        return f"{self.experiment}-{self.arm}"
+        return f"{self.experiment}-{self.arm}" + (f"-r{self.repeat}" if self.repeat > 1 else "")
 
 
 def system_args(experiment: Experiment, arm: Arm, nodes: int) -> tuple[str, ...]:
@@ -118,7 +120,7 @@ def expand(experiment: Experiment, machine_cores: int) -> list[Point]:
                     points.append(point)
                 if single_node or n == 1:
                     break  # one node has no link: one rate is enough
-    return points
+    return points + [dataclasses.replace(p, repeat=r) for r in range(2, experiment.repeats + 1) for p in points]
 
 
 def plan(profile: str, machine_cores: int | None = None) -> list[Point]:
@@ -216,6 +218,7 @@ _DEFAULT: dict[str, dict] = {
         nodes=(1, 2, 4, 8),
         bandwidths=("100mbit", "1gbit", "10gbit"),
         ratio_rates=(_RATIO_8_AT_1G, _RATIO_4_AT_1G),
+        repeats=3,
     ),
     "rq4": dict(epochs=5),
     "rq4-amazon": dict(arms=(Arm("dslide", "dslide", max_steps=60), Arm("tf-dense", "tf-dense", max_steps=5))),

@@ -94,15 +94,19 @@ def point_matches(point: Point, record: dict[str, Any]) -> bool:
 
 
 def measure(points: list[Point], runs: Path) -> list[Measured]:
+    """The records of every point; repeats of a point (its own records file each) count as one point."""
     files: dict[str, list[dict[str, Any]]] = {}
-    out = []
+    merged: dict[Point, Measured] = {}
     for p in points:
         if p.records_name not in files:
             path = runs / f"{p.records_name}.jsonl"
             files[p.records_name] = read_records(path) if path.exists() else []
         mine = [r for r in files[p.records_name] if point_matches(p, r)]
-        out.append(Measured(p, [r for r in mine if r["status"] == "ok"], [r for r in mine if r["status"] != "ok"]))
-    return out
+        first = dataclasses.replace(p, repeat=1)
+        m = merged.setdefault(first, Measured(first, [], []))
+        m.records += [r for r in mine if r["status"] == "ok"]
+        m.failed += [r for r in mine if r["status"] != "ok"]
+    return list(merged.values())
 
 
 def select(measured: list[Measured], experiment: str, arm: str | None = None) -> list[Measured]:

@@ -96,3 +96,11 @@ def test_reproduce_resumes_recorded_points_and_writes_manifest_and_report(tmp_pa
     again = reproduce("quick", out, data_dir=str(tmp_path / "data"), only=("rq5-none",), console=quiet)
     assert [i["only"] for i in again["invocations"]] == [["rq4"], ["rq5-none"]]  # history kept
     assert {(p["experiment"], p["arm"]): p["outcome"] for p in again["points"]} == outcomes  # outcomes kept
+
+
+def test_repeats_have_their_own_records_files_and_come_after_every_first_run():
+    rq3 = [p for p in plan("default", machine_cores=2) if p.experiment == "rq3"]
+    firsts = [p for p in rq3 if p.repeat == 1]
+    assert [p.repeat for p in rq3] == [1] * len(firsts) + [2] * len(firsts) + [3] * len(firsts)
+    assert {p.records_name for p in rq3 if p.arm == "dslide"} == {"rq3-dslide", "rq3-dslide-r2", "rq3-dslide-r3"}
+    assert all(p.repeat == 1 for p in plan("quick", machine_cores=2))

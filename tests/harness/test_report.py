@@ -136,3 +136,16 @@ def test_commonest_label_precision_is_counted_on_the_evaluated_points(tmp_path, 
     assert commonest_label_precision("tiny", 300) == pytest.approx((p1, p5))
     assert 0 < p1 < 1
     assert commonest_label_precision("amazon670k-medium", 10) is None  # not generated here: no figure, no error
+
+
+def test_repeats_of_a_point_are_one_measurement_with_the_median(tmp_path):
+    from harness.report import measure
+
+    rq3 = [p for p in plan("default", machine_cores=2) if p.experiment == "rq3" and p.arm == "dslide"]
+    one = [p for p in rq3 if p.nodes == 2 and p.bandwidth == "1gbit"]
+    assert [p.repeat for p in one] == [1, 2, 3]
+    for p, step in zip(one, (0.1, 0.3, 0.2), strict=True):
+        append_record(tmp_path / f"{p.records_name}.jsonl", fixture_record(p, step, step, f"r{p.repeat}"))
+    (m,) = measure(one, tmp_path)
+    assert len(m.records) == 3 and m.point.repeat == 1
+    assert m.epoch_s == pytest.approx(0.2 * 157)
