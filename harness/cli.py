@@ -226,7 +226,7 @@ def sweep_command(systems: str, nodes_list: str, cores_list: str, bandwidths: st
 
 @main.command("reproduce")
 @click.option("--profile", type=click.Choice(["quick", "default", "paper"]), default="default", show_default=True,
-              help="quick: ~6 min here; default: ~20 min here; paper: full size, real clusters.")  # fmt: skip
+              help="quick: ~6 min here; default: ~40 min here; paper: full size, real clusters.")  # fmt: skip
 @click.option("--out", type=click.Path(file_okay=False), default="results", show_default=True,
               help="Records go to OUT/runs/, the report to OUT/REPORT.md and OUT/figures/.")  # fmt: skip
 @click.option("--only", default="", help="Comma separated experiments to run (rq1..rq5); default all.")

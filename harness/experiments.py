@@ -1,8 +1,8 @@
 """The paper's experiments as data: one `Experiment` per research question, sized by a profile.
 
-Profiles: `quick` (15 runs, 6 min on a 2-core machine: few steps, 1-2 nodes, amazon670k-small), `default` (35 runs,
-18 min here: up to 8 nodes, 5 rates), `paper` (full-size data and the paper's node counts, for a machine or cluster
-that has the cores).
+Profiles: `quick` (15 runs, 6 min on a 2-core machine: few steps, 1-2 nodes, amazon670k-small), `default`
+(79 runs, 40 min here: up to 8 nodes, 5 rates, RQ3 3 times), `paper` (full-size data and the paper's node
+counts, for a machine or cluster that has the cores).
 `plan(profile)` expands them into `Point`s, the runs `harness reproduce` makes. Each arm of an experiment
 (a system with its arguments) keeps its records in its own file, `runs/<experiment>-<arm>.jsonl`, because
 the sweep's resume key does not include the system's arguments.

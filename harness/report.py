@@ -641,7 +641,7 @@ def profile_section(profile: str, manifest: dict[str, Any], runs: Path, figures:
     complete = done == len(measured)
     lines = [f"# Profile `{profile}`", "",
              f"Produced by `harness reproduce --profile {profile}` ({invocations_text(manifest)}). "
-             f"{done} of {len(measured)} planned points have an ok record"
+             f"{done} of {len(measured)} planned points have an ok record ({len(records)} ok runs with repeats)"
              + ("." if complete else " — **this profile is partial**; missing points say `not run`.") + "",
              f"Commits: {', '.join(sorted({_commit(r) for r in records})) or 'none'}.",
              ""]  # fmt: skip
