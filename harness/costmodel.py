@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -198,8 +199,9 @@ def calibrate(system: str, shape: ModelShape, records: Iterable[dict[str, Any]])
     if not samples:
         return None
     serial, parallel = fit_serial_parallel([(p, y) for p, y, _ in samples])  # type: ignore[misc]
-    runs = ", ".join(f"{run_id} (P={p})" for p, _, run_id in samples)
-    return Calibration(system, shape, serial, parallel, f"{len(samples)} run(s): {runs}")
+    counts = Counter(p for p, _, _ in samples)
+    by_nodes = ", ".join(f"{counts[p]} at P={p}" for p in sorted(counts))
+    return Calibration(system, shape, serial, parallel, f"{len(samples)} run(s): {by_nodes}")
 
 
 def cluster_of(record: dict[str, Any]) -> ClusterShape:
