@@ -22,6 +22,7 @@ from harness.experiments import PROFILES, Point, describe, experiments
 from harness.rates import parse_rate
 from harness.records import read_records
 from harness.reproduce import read_manifest
+from harness.run_record import extrapolate_epoch
 
 PAPER = {
     "speedup_2x8_1gbit": 80.0,  # "up to 80x faster than Horovod on 2 nodes (16 cores) at 1 Gbit/s"
@@ -40,6 +41,17 @@ SYSTEM_COLOURS = {"dslide": "tab:blue", "horovod": "tab:red", "tf-dense": "tab:g
 # --- measured points ---
 
 
+def record_epoch_s(record: dict[str, Any]) -> float | None:
+    """The record's epoch time, extrapolated with the warm-up step counted once wherever the system reported it
+    (records made before run_record did that themselves scaled every step alike; their epochs say which)."""
+    epochs = record.get("epochs") or []
+    steps_per_epoch = record.get("steps_per_epoch")
+    reported = all(m.get("first_step_s") is not None and m.get("epoch_time_s") is not None for m in epochs)
+    if record.get("epoch_time_extrapolated") and steps_per_epoch and epochs and reported:
+        return statistics.mean(extrapolate_epoch(m, steps_per_epoch) for m in epochs)
+    return record["epoch_time_s"]
+
+
 @dataclasses.dataclass
 class Measured:
     point: Point
@@ -56,7 +68,7 @@ class Measured:
 
     @property
     def epoch_s(self) -> float | None:
-        return self.median(lambda r: r["epoch_time_s"])
+        return self.median(record_epoch_s)
 
     @property
     def extrapolated(self) -> bool:
@@ -619,7 +631,8 @@ def section_differences(measured: list[Measured], machine: dict[str, Any]) -> li
             "~75 nonzeros, ~5.45 labels per point) but 20,000 training points (`amazon670k-small`); the real "
             "Amazon-670K cannot be downloaded here. Accuracy figures are on synthetic data.",
             f"- **Extrapolated epochs.** {extrap} of {len(runs)} ok runs stopped after a few steps (`--max-steps`); "
-            "their epoch time is the time of the steps run x steps per epoch / steps run, marked *(extrapolated)*.",
+            "their epoch time is the first step (warm-up) plus the mean of the other steps x the rest of the epoch's "
+            "steps (older records without a first-step time: steps run scaled alike), marked *(extrapolated)*.",
             "- **Network.** Linux network namespaces and `tc tbf` per direction, TCP (OFI) at MTU 1500: ~95% of the "
             "rate is reachable, no latency or loss is emulated, and at 10 Gbit/s the 2 shared cores (not the link) "
             "limit TCP.",
