@@ -124,10 +124,8 @@ def epoch_record(
     *,
     system: str,
     epoch: int,
-    steps: int,
+    results: list[StepResult],
     steps_per_epoch: int,
-    samples: int,
-    loss: float,
     epoch_time_s: float,
     scores: dict[str, float],
     avg_active: float,
@@ -138,11 +136,12 @@ def epoch_record(
     bytes_sent: int = 0,
     bytes_received: int = 0,
     peak_rss_mb_per_rank: list[float] | None = None,
-    first_step_s: float | None = None,
 ) -> dict[str, Any]:
     """One metrics.jsonl line in the schema `dslide train` writes: epochs count from 1, bytes are summed over
     ranks, epoch time is the slowest rank's, comm time the mean over ranks, peak RSS the largest rank's."""
     rss = peak_rss_mb_per_rank or [round(peak_rss_mb(), 1)]
+    steps = len(results)
+    samples = sum(r.samples for r in results)
     return {
         "system": system,
         "epoch": epoch + 1,
@@ -150,9 +149,10 @@ def epoch_record(
         "steps": steps,
         "steps_per_epoch": steps_per_epoch,
         **scores,
-        "loss": loss,
+        "loss": mean_loss(results),
         "epoch_time_s": epoch_time_s,
-        "first_step_s": first_step_s,  # includes warm-up (graph tracing); extrapolations count it once
+        # the first step includes warm-up (graph tracing); extrapolations count it once
+        "first_step_s": results[0].seconds if results else None,
         "samples_per_s": samples / epoch_time_s if epoch_time_s > 0 else 0.0,
         "avg_active": avg_active,
         "peak_rss_mb": max(rss),

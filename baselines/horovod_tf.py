@@ -32,7 +32,6 @@ from baselines.common import (
     common_options,
     dataset_files,
     epoch_record,
-    mean_loss,
     peak_rss_mb,
     train_epoch,
 )
@@ -163,11 +162,8 @@ def fit_horovod(
         record = epoch_record(
             system="horovod",
             epoch=epoch,
-            steps=len(results),
+            results=results,
             steps_per_epoch=steps_per_epoch,
-            first_step_s=results[0].seconds if results else None,
-            samples=sum(r.samples for r in results),
-            loss=mean_loss(results),
             epoch_time_s=seconds,
             scores=scores,
             avg_active=float(train.num_labels),

@@ -20,7 +20,6 @@ from baselines.common import (
     common_options,
     epoch_record,
     load_data,
-    mean_loss,
     parse_hidden,
     train_epoch,
 )
@@ -97,11 +96,8 @@ def fit(
         record = epoch_record(
             system=system,
             epoch=epoch,
-            steps=len(results),
+            results=results,
             steps_per_epoch=steps_per_epoch,
-            first_step_s=results[0].seconds if results else None,
-            samples=sum(r.samples for r in results),
-            loss=mean_loss(results),
             epoch_time_s=seconds,
             scores=scores,
             avg_active=float(train.num_labels if avg_active is None else avg_active),
