@@ -22,9 +22,6 @@ def atomic_write_text(path: Path, text: str) -> None:
 def save(root: Path, comm: Communicator, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> Path:
     """Write this rank's arrays and (rank 0) the metadata; switch LATEST only when every rank is done."""
     step_dir = root / f"step-{meta['global_step']:09d}"
-    if comm.rank == 0:
-        step_dir.mkdir(parents=True, exist_ok=True)
-    comm.barrier()
     step_dir.mkdir(parents=True, exist_ok=True)
     target = step_dir / f"rank{comm.rank}-of-{comm.size}.npz"
     tmp = step_dir / f".rank{comm.rank}.tmp.npz"

@@ -239,7 +239,6 @@ def _epoch_record(
     eval_seconds = time.perf_counter() - t0
     eval_bytes = comm.stats.total_sent() + pos.eval_bytes
     comm.reset_stats()
-    loss = comm.sum_scalar(pos.loss_sum) / comm.size  # every rank holds the same global loss
     active = comm.sum_scalar(pos.active_sum)
     train_seconds = comm.max_scalar(pos.train_seconds)
     comm_seconds = comm.sum_scalar(pos.comm_seconds) / comm.size
@@ -254,7 +253,7 @@ def _epoch_record(
         "p@1": scores.get("p@1"),
         "p@3": scores.get("p@3"),
         "p@5": scores.get("p@5"),
-        "loss": loss / samples,
+        "loss": pos.loss_sum / samples,  # every rank computed the same, global, loss
         "epoch_time_s": train_seconds,
         "first_step_s": comm.max_scalar(pos.first_step_s or 0.0),
         "samples_per_s": pos.samples / max(train_seconds, 1e-9),
