@@ -43,7 +43,13 @@ def _hidden(_ctx, _param, value: str) -> tuple[int, ...]:
 @click.option(
     "--hidden", default="128", show_default=True, callback=_hidden, help="Hidden widths, e.g. 128 or 256,128."
 )
-@click.option("--sampling", type=click.Choice(["lsh", "dense"]), default="lsh", show_default=True)
+@click.option(
+    "--sampling",
+    type=click.Choice(["lsh", "uniform", "dense"]),
+    default="lsh",
+    show_default=True,
+    help="lsh: SLIDE; uniform: labels + uniform negatives (no tables); dense: the full softmax.",
+)
 @click.option("--hash", "family", type=click.Choice(["dwta", "srp", "wta"]), default="dwta", show_default=True)
 @click.option("--bits", "bits", default=6, show_default=True, help="K: hashes per table.")
 @click.option("--tables", default=50, show_default=True, help="L: hash tables.")
@@ -51,10 +57,24 @@ def _hidden(_ctx, _param, value: str) -> tuple[int, ...]:
 @click.option("--bin-size", default=8, show_default=True, help="WTA/DWTA bin size.")
 @click.option("--bucket-capacity", default=128, show_default=True)
 @click.option("--insertion", type=click.Choice(["fifo", "reservoir"]), default="fifo", show_default=True)
+@click.option(
+    "--code-layout",
+    type=click.Choice(["packed", "slide"]),
+    default="packed",
+    show_default=True,
+    help="slide: WTA/DWTA bucket ids as SLIDE's C++ computes them (overlapping shifts, fewer buckets).",
+)
 @click.option("--strategy", type=click.Choice(["vanilla", "topk"]), default="vanilla", show_default=True)
 @click.option("--topk", default=3000, show_default=True, help="Active neurons kept with --strategy topk.")
 @click.option("--min-active", default=1000, show_default=True, help="Pad with random neurons up to this many ...")
 @click.option("--pad-threshold", default=1500, show_default=True, help="... when fewer than this were retrieved.")
+@click.option("--tail", default=0, show_default=True, help="Uniform negatives always added per sample.")
+@click.option(
+    "--weighted-tail/--plain-tail",
+    default=True,
+    show_default=True,
+    help="Padding stands for every unretrieved neuron in the softmax normaliser (plain: SLIDE's weight 1).",
+)
 @click.option("--rebuild-first", default=50, show_default=True, help="N0: steps before the first table rebuild.")
 @click.option("--rebuild-decay", default=0.0, show_default=True, help="lambda: rebuild intervals grow as e^(lambda t).")
 @click.option("--redraw-every", default=1000, show_default=True, help="M: new hash functions every M steps (0: never).")
@@ -124,8 +144,17 @@ def _train(comm, train_path, test_path, dataset, data_dir, out_dir, **o) -> None
             1 / 3,
             o["bucket_capacity"],
             o["insertion"],
+            o["code_layout"],
         ),
-        sampling=SamplingConfig(o["sampling"], o["strategy"], o["topk"], o["min_active"], o["pad_threshold"]),
+        sampling=SamplingConfig(
+            o["sampling"],
+            o["strategy"],
+            o["topk"],
+            o["min_active"],
+            o["pad_threshold"],
+            o["tail"],
+            o["weighted_tail"],
+        ),
         schedule=ScheduleConfig(o["rebuild_first"], o["rebuild_decay"], o["redraw_every"]),
         init_scale=o["init_scale"],
     )

@@ -21,17 +21,21 @@ class LSHConfig:
     srp_density: float = 1 / 3  # SimHash: fraction of nonzero +-1 entries per projection
     bucket_capacity: int = 128  # neurons kept per bucket; extra ones evicted FIFO or by reservoir
     insertion: Literal["fifo", "reservoir"] = "fifo"
+    code_layout: Literal["packed", "slide"] = "packed"  # slide: WTA/DWTA bucket ids as SLIDE's C++ computes them
 
 
 @dataclass
 class SamplingConfig:
     """How the active neurons of a layer are chosen per input."""
 
-    mode: Literal["lsh", "dense"] = "lsh"  # dense: every neuron is active (full softmax)
+    mode: Literal["lsh", "uniform", "dense"] = "lsh"  # uniform: no tables, labels + uniform padding (a control);
+    # dense: every neuron is active (the full softmax)
     strategy: Literal["vanilla", "topk"] = "vanilla"  # vanilla: union of the L buckets
     topk: int = 3000  # strategy=topk: keep the k neurons seen in most buckets
-    min_active: int = 1000  # pad with random neurons up to this many ...
+    min_active: int = 1000  # pad with uniform neurons up to this many ...
     pad_threshold: int = 1500  # ... when fewer than this came back from the tables
+    tail: int = 0  # and always add this many uniform neurons (per sample, over all ranks)
+    weighted_tail: bool = True  # padding stands for every unretrieved neuron in the softmax normaliser
 
 
 @dataclass

@@ -9,7 +9,6 @@ Weights, biases, Adam moments, hash functions and hash tables of a neuron live o
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numba
@@ -19,9 +18,9 @@ from dslide.config import LSHConfig, SamplingConfig, ScheduleConfig, TrainConfig
 from dslide.init import init_columns, init_rows
 from dslide.kernels.adam import adam_rows, group_by_row
 from dslide.kernels.sampled_output import output_backward_update, output_logits, softmax_stats
-from dslide.kernels.sampling import active_upper_bounds, compact, select_active
 from dslide.kernels.sparse_input import sparse_input_forward
 from dslide.kernels.topk import merge_topk, sparse_topk
+from dslide.sampler import ActiveSet, OutputSampler
 
 
 @dataclass
@@ -180,20 +179,6 @@ class DenseHiddenLayer:
         self.bias.load(prefix, state)
 
 
-@dataclass
-class ActiveSet:
-    """Active neurons of every sample (local ids, this rank's labels first), their logits and softmax stats."""
-
-    ptr: np.ndarray  # int64 (B + 1,)
-    ids: np.ndarray  # int32 (nnz,)
-    n_lab: np.ndarray  # int64 (B,)
-    samples: np.ndarray  # int32 (nnz,) the sample of each entry
-    rows: np.ndarray  # the entries grouped by neuron: row rows[u] has entries perm[rptr[u]:rptr[u+1]]
-    rptr: np.ndarray
-    perm: np.ndarray
-    z: np.ndarray | None = None
-
-
 class SampledOutputLayer:
     """Full hidden vector -> logits of the sampled neurons this rank owns. W is (local neurons, in)."""
 
@@ -214,90 +199,20 @@ class SampledOutputLayer:
         self.num_labels = num_labels
         self.params = RowParams(init_rows(seed, layer, owned, in_dim, scale))
         self.bias = Bias(len(owned))
-        self.sampling = sampling
-        self.lsh_cfg = lsh
-        n = len(owned)
-        frac = n / num_labels
-        # Each rank samples from its own share of the neurons, so its quotas are that share of the global ones.
-        self.min_active = n if sampling.mode == "dense" else min(n, math.ceil(sampling.min_active * frac))
-        self.pad_threshold = n + 1 if sampling.mode == "dense" else math.ceil(sampling.pad_threshold * frac)
-        self.topk = max(1, math.ceil(sampling.topk * frac))
-        self.hash_seed = (seed * 1_000_003 + 7919 * rank + 1) % (2**31)
-        self.redraws = 0
-        if sampling.mode == "lsh":
-            from dslide.lsh import make_family
-            from dslide.lsh.schedule import RebuildSchedule
-            from dslide.lsh.tables import LSHTables
-
-            self.family = make_family(lsh, in_dim, self.hash_seed)
-            self.tables = LSHTables(lsh.num_tables, lsh.range_pow, lsh.bucket_capacity, lsh.insertion)
-            self.schedule = RebuildSchedule(schedule)
-            self.rebuild()
-        else:
-            self.family = None
-            self.tables = None
-            self.schedule = None
-        self.marks = np.zeros((numba.get_num_threads(), n), dtype=np.int32)
+        hash_seed = (seed * 1_000_003 + 7919 * rank + 1) % (2**31)
+        self.sampler = OutputSampler(len(owned), num_labels, in_dim, lsh, sampling, schedule, hash_seed)
+        self.sampler.init_tables(self.params.W)
         self.sampling_all_rows = False  # group every row, touched or not (SLIDE's dense Adam)
 
-    # -- hash tables --------------------------------------------------------------------------------------
-
-    def rebuild(self) -> None:
-        """Re-hash every neuron's weight vector into fresh tables."""
-        self.tables.rebuild(self.family, self.params.W, self.hash_seed + self.redraws)
+    @property
+    def tables(self):
+        return self.sampler.tables
 
     def maybe_refresh(self, step: int) -> None:
-        """SLIDE's schedule: new hash functions every M steps, table rebuilds at growing intervals."""
-        if self.schedule is None or step == 0:
-            return
-        if self.schedule.should_redraw(step):
-            self.redraws += 1
-            self.family.redraw(self.hash_seed + 104_729 * self.redraws)
-            self.rebuild()
-        elif self.schedule.should_rebuild(step):
-            self.rebuild()
+        self.sampler.maybe_refresh(step, self.params.W)
 
-    # -- forward / backward -------------------------------------------------------------------------------
-
-    def select(self, h: np.ndarray, lab_ptr: np.ndarray, lab_ids: np.ndarray, seed: int, step: int) -> ActiveSet:
-        """Active neurons per sample: this rank's labels, then LSH buckets (or all), then random padding."""
-        if self.marks.shape[0] != numba.get_num_threads():
-            self.marks = np.zeros((numba.get_num_threads(), len(self.owned)), dtype=np.int32)
-        if self.tables is None:
-            codes = np.zeros((h.shape[0], 0), dtype=np.int32)
-            offsets = np.zeros((0, 2), dtype=np.int32)
-            ids = np.zeros((0, 0), dtype=np.int32)
-        else:
-            codes = self.family.hash(h)
-            offsets, ids = self.tables.offsets, self.tables.ids
-        n = len(self.owned)
-        ub = active_upper_bounds(codes, offsets, lab_ptr, self.min_active, n)
-        buf_ptr = np.zeros(len(ub) + 1, dtype=np.int64)
-        np.cumsum(ub, out=buf_ptr[1:])
-        buf = np.empty(buf_ptr[-1], dtype=np.int32)
-        count = np.empty(len(ub), dtype=np.int64)
-        select_active(
-            codes,
-            offsets,
-            ids,
-            lab_ptr,
-            lab_ids,
-            n,
-            self.sampling.strategy == "topk",
-            self.topk,
-            self.min_active,
-            self.pad_threshold,
-            seed,
-            step,
-            buf_ptr,
-            buf,
-            count,
-            self.marks,
-        )
-        ptr, ids = compact(buf, buf_ptr, count)
-        samples = np.repeat(np.arange(len(count), dtype=np.int32), count)
-        rows, rptr, perm = group_by_row(ids, n, self.params.slot, self.sampling_all_rows)
-        return ActiveSet(ptr, ids, np.diff(lab_ptr), samples, rows, rptr, perm)
+    def select(self, h: np.ndarray, lab_ptr: np.ndarray, lab_ids: np.ndarray, step: int) -> ActiveSet:
+        return self.sampler.select(h, lab_ptr, lab_ids, step, all_rows=self.sampling_all_rows)
 
     def logits(self, h: np.ndarray, act: ActiveSet, inv_ylen: np.ndarray) -> tuple[np.ndarray, ...]:
         """Fills act.z; returns per-sample (local max, local sum exp(z - max), sum of label logits / |y|)."""
@@ -307,7 +222,7 @@ class SampledOutputLayer:
         lsum = np.empty(B, dtype=np.float32)
         llab = np.empty(B, dtype=np.float32)
         output_logits(h, self.params.W, self.bias.b, act.rows, act.rptr, act.perm, act.samples, act.z)
-        softmax_stats(act.ptr, act.z, act.n_lab, inv_ylen, lmax, lsum, llab)
+        softmax_stats(act.ptr, act.z, act.wt, act.n_lab, inv_ylen, lmax, lsum, llab)
         return lmax, lsum, llab
 
     def backward_update(
@@ -338,6 +253,7 @@ class SampledOutputLayer:
             act.n_lab,
             inv_ylen,
             act.z,
+            act.wt,
             gmax,
             gsum,
             act.rows,
@@ -369,13 +285,12 @@ class SampledOutputLayer:
             merge_topk(scores, ids, np.ascontiguousarray(block, dtype=np.float32), start)
         return scores, np.where(ids >= 0, self.owned[np.maximum(ids, 0)], -1)
 
-    def sampled_topk(self, h: np.ndarray, k: int, seed: int, step: int) -> tuple[np.ndarray, np.ndarray]:
-        """Best k among the LSH-retrieved neurons only (no labels forced in): SLIDE's sparse inference."""
+    def sampled_topk(self, h: np.ndarray, k: int, step: int) -> tuple[np.ndarray, np.ndarray]:
+        """Best k among the LSH-retrieved neurons only (no labels, no padding): SLIDE's sparse inference."""
         B = h.shape[0]
         no_labels = np.zeros(B + 1, dtype=np.int64)
-        act = self.select(h, no_labels, np.zeros(0, dtype=np.int32), seed, step)
-        ones = np.zeros(B, dtype=np.float32)
-        self.logits(h, act, ones)
+        act = self.sampler.select(h, no_labels, np.zeros(0, dtype=np.int32), step, pad=False, record=False)
+        self.logits(h, act, np.zeros(B, dtype=np.float32))
         scores = np.full((B, k), -np.inf, dtype=np.float32)
         ids = np.full((B, k), -1, dtype=np.int64)
         sparse_topk(act.ptr, act.ids, act.z, self.owned, scores, ids)
@@ -384,20 +299,9 @@ class SampledOutputLayer:
     # -- checkpoints --------------------------------------------------------------------------------------
 
     def state(self, prefix: str) -> dict[str, np.ndarray]:
-        out = {**self.params.arrays(prefix), **self.bias.arrays(prefix)}
-        out[f"{prefix}redraws"] = np.array(self.redraws)
-        if self.tables is not None:
-            out.update({f"{prefix}family.{k}": v for k, v in self.family.state().items()})
-            out[f"{prefix}tables.offsets"] = self.tables.offsets
-            out[f"{prefix}tables.ids"] = self.tables.ids
-        return out
+        return {**self.params.arrays(prefix), **self.bias.arrays(prefix), **self.sampler.state(prefix)}
 
     def load_state(self, prefix: str, state: dict[str, np.ndarray]) -> None:
         self.params.load(prefix, state)
         self.bias.load(prefix, state)
-        self.redraws = int(state[f"{prefix}redraws"])
-        if self.tables is not None:
-            fam = f"{prefix}family."
-            self.family.load_state({k[len(fam) :]: v for k, v in state.items() if k.startswith(fam)})
-            self.tables.offsets = np.ascontiguousarray(state[f"{prefix}tables.offsets"])
-            self.tables.ids = np.ascontiguousarray(state[f"{prefix}tables.ids"])
+        self.sampler.load_state(prefix, state)

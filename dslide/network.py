@@ -120,17 +120,18 @@ class Network:
         return gmax.astype(np.float32), gsum.astype(np.float32), loss
 
     def _gathered_softmax(self, act, batch: Batch, inv_ylen):
-        """The paper's variant: every rank receives every sampled (id, logit) pair and reduces them itself."""
+        """The paper's variant: every rank receives every sampled (id, logit, weight) and reduces them itself."""
         B = batch.size
         counts = np.diff(act.ptr).astype(np.int32)
         all_counts, _ = self.comm.allgatherv(counts)
         all_ids, _ = self.comm.allgatherv(self.output.owned[act.ids].astype(np.int32))
         all_z, _ = self.comm.allgatherv(act.z)
+        all_wt, _ = self.comm.allgatherv(act.wt)
         sample = np.tile(np.arange(B), self.comm.size)
         entry_sample = np.repeat(sample, all_counts)
         gmax = np.full(B, -np.inf, dtype=np.float32)
         np.maximum.at(gmax, entry_sample, all_z)
-        gsum = np.bincount(entry_sample, weights=np.exp(all_z - gmax[entry_sample]), minlength=B)
+        gsum = np.bincount(entry_sample, weights=all_wt * np.exp(all_z - gmax[entry_sample]), minlength=B)
         label_sample = np.repeat(np.arange(B), np.diff(batch.y_ptr))
         width = np.int64(self.cfg.num_labels)
         is_label = np.isin(entry_sample * width + all_ids, label_sample * width + batch.y_idx)
@@ -146,7 +147,7 @@ class Network:
         local, full = self._hidden_forward(batch)
         h = full[-1]
         lab_ptr, lab_ids, inv_ylen = self._local_labels(batch)
-        act = self.output.select(h, lab_ptr, lab_ids, self.train_cfg.seed, step)
+        act = self.output.select(h, lab_ptr, lab_ids, step)
         lmax, lsum, llab = self.output.logits(h, act, inv_ylen)
         gmax, gsum, loss = self._softmax_stats(act, lmax, lsum, llab, batch, inv_ylen)
         dh = self.output.backward_update(h, act, inv_ylen, gmax, gsum, self.adam, adam_step)
@@ -167,7 +168,7 @@ class Network:
         _, full = self._hidden_forward(batch)
         h = full[-1]
         if mode == "lsh" and self.output.tables is not None:
-            scores, ids = self.output.sampled_topk(h, k, self.train_cfg.seed + 1, step)
+            scores, ids = self.output.sampled_topk(h, k, step)
         else:
             scores, ids = self.output.exact_topk(h, k)
         if scores.shape[1] < k:  # a rank with fewer than k neurons pads with -inf

@@ -7,6 +7,11 @@ into plain SIMD loads and selects, where a per-row loop would need gathers (abou
 A table's code is the concatenation of its K hash values, first hash in the high bits; codes wider than
 the table's R bits are folded with a multiply-shift universal hash (Dietzfelbinger et al. 1997), one
 (odd multiplier, addend) pair per table.
+
+SLIDE's C++ code builds WTA/DWTA codes differently (`LSH::hashesToIndex`): it shifts by floor(ln(bin_size))
+bits per hash (2 for bins of 8, natural log) and *adds* 3-bit values, so neighbouring hashes overlap and
+K=6 codes take only ~9,600 distinct, unevenly used values instead of 2**18. That is why its buckets hold
+tens of neurons and a query retrieves thousands. `slide_layout` reproduces it (for the SLIDE preset).
 """
 
 from __future__ import annotations
@@ -162,20 +167,35 @@ def densify_block(winners: np.ndarray, key: np.uint64, col: np.ndarray, filled: 
             winners[h, r] = filled[h]
 
 
+@numba.njit(inline="always", cache=True)
+def slide_shift(bits: int) -> int:
+    """floor(ln(2**bits)): the shift SLIDE's hashesToIndex uses per WTA hash (2 for bins of 8)."""
+    return int(np.floor(bits * np.log(2.0)))
+
+
 @numba.njit(cache=True)
-def block_codes(hashes, K, bits, range_pow, fold_mul, fold_add, code, out, r0) -> None:
-    """out[r0 + r, t] = table t's code of row r: hashes[t*K .. t*K+K-1, r] concatenated, first in the high bits."""
+def block_codes(hashes, K, bits, slide_layout, range_pow, fold_mul, fold_add, code, out, r0) -> None:
+    """out[r0 + r, t] = table t's code of row r: hashes[t*K .. t*K+K-1, r] concatenated, first in the high bits.
+
+    With slide_layout, SLIDE's index instead: sum of hash_k << (shift * (K-1-k)), shift = floor(ln 2**bits),
+    masked to range_pow bits.
+    """
     L = out.shape[1]
     nr = hashes.shape[1]
+    shift = np.uint64(slide_shift(bits) if slide_layout else bits)
+    mask = np.uint64((1 << range_pow) - 1)
     for t in range(L):
         for r in range(nr):
             code[r] = 0
         for k in range(K):
             h = hashes[t * K + k]
             for r in range(nr):
-                code[r] = (code[r] << np.uint64(bits)) | np.uint64(h[r])
+                code[r] = (code[r] << shift) + np.uint64(h[r])
         for r in range(nr):
-            out[r0 + r, t] = fold_code(code[r], K * bits, range_pow, fold_mul[t], fold_add[t])
+            if slide_layout:
+                out[r0 + r, t] = np.int32(code[r] & mask)
+            else:
+                out[r0 + r, t] = fold_code(code[r], K * bits, range_pow, fold_mul[t], fold_add[t])
 
 
 @numba.njit(parallel=True, cache=True)
@@ -186,6 +206,7 @@ def wta_hash(
     probe_key: np.uint64,  # DWTA's probe sequence key
     K: int,
     bits: int,  # log2(bin_size)
+    slide_layout: bool,  # codes as SLIDE's C++ builds them (see block_codes)
     range_pow: int,
     fold_mul: np.ndarray,  # uint64 (L,)
     fold_add: np.ndarray,  # uint64 (L,)
@@ -205,4 +226,4 @@ def wta_hash(
         block_argmax(xt, bin_coords, densified, best, pos, winners)
         if densified:
             densify_block(winners, probe_key, np.empty(H, dtype=np.int32), np.empty(H, dtype=np.int32))
-        block_codes(winners, K, bits, range_pow, fold_mul, fold_add, code, out, r0)
+        block_codes(winners, K, bits, slide_layout, range_pow, fold_mul, fold_add, code, out, r0)

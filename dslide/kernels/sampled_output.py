@@ -5,6 +5,10 @@ first: n_lab[b] of them. The kernels that touch weights walk the active entries 
 (kernels/adam.py group_by_row), in increasing row order. The softmax normaliser may span several ranks,
 so the forward pass returns per-sample local max and sum of exponentials and the caller combines them
 before the backward pass.
+
+Every entry carries a weight in the normaliser: 1 for labels and retrieved neurons, (neurons not in the head)
+/ (padding drawn) for uniform padding, so the padding stands for all the neurons the tables did not return
+and sum(weight * exp(z)) is an unbiased estimate of the full softmax's normaliser.
 """
 
 from __future__ import annotations
@@ -46,10 +50,11 @@ def output_logits(
 def softmax_stats(
     act_ptr: np.ndarray,
     z: np.ndarray,
+    wt: np.ndarray,  # float32 (nnz,) weight of each entry in the normaliser
     n_lab: np.ndarray,  # int64 (B,) local labels at the front of each active list
     inv_ylen: np.ndarray,  # float32 (B,) 1/|y| over all ranks (0 for unlabelled points)
     local_max: np.ndarray,  # out float32 (B,)
-    local_sumexp: np.ndarray,  # out float32 (B,) sum exp(z - local_max)
+    local_sumexp: np.ndarray,  # out float32 (B,) sum wt * exp(z - local_max)
     label_logit: np.ndarray,  # out float32 (B,) sum over local labels of z / |y|
 ) -> None:
     for b in numba.prange(len(act_ptr) - 1):
@@ -58,7 +63,7 @@ def softmax_stats(
             m = max(m, z[e])
         s = 0.0
         for e in range(act_ptr[b], act_ptr[b + 1]):
-            s += math.exp(z[e] - m)
+            s += wt[e] * math.exp(z[e] - m)
         lab = 0.0
         for e in range(act_ptr[b], act_ptr[b] + n_lab[b]):
             lab += z[e]
@@ -80,6 +85,7 @@ def output_backward_update(
     n_lab: np.ndarray,
     inv_ylen: np.ndarray,
     z: np.ndarray,
+    wt: np.ndarray,
     gmax: np.ndarray,
     gsum: np.ndarray,
     rows: np.ndarray,  # rows to update; row u's entries are perm[ptr[u]:ptr[u+1]]
@@ -97,7 +103,7 @@ def output_backward_update(
 ) -> None:
     """Backward and lazy Adam of the output layer in one pass over the touched rows.
 
-    Each row is read once: its entries give dL/dz = (p * sum(t) - t) / B, which feeds both this row's
+    Each row is read once: its entries give dL/dz = (wt * p * sum(t) - t) / B, which feeds both this row's
     gradient (sum of dL/dz * h) and dL/dh (sum of dL/dz * W_old[row]). Work is split by row, so no two
     threads write the same weights; dL/dh goes to per-thread buffers.
     """
@@ -125,7 +131,7 @@ def output_backward_update(
             for i in range(ptr[u], ptr[u + 1]):
                 e = perm[i]
                 b = entry_sample[e]
-                p = np.float32(math.exp(z[e] - gmax[b])) / gsum[b]
+                p = wt[e] * np.float32(math.exp(z[e] - gmax[b])) / gsum[b]
                 target = inv_ylen[b] if e - act_ptr[b] < n_lab[b] else np.float32(0.0)
                 d = (p if inv_ylen[b] > 0 else np.float32(0.0)) - target
                 d = d * ib

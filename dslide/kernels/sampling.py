@@ -1,4 +1,8 @@
-"""Choose the active output neurons of every sample: labels first, then LSH buckets, then random padding."""
+"""Choose the active output neurons of every sample: labels first, then LSH buckets, then uniform padding.
+
+A sample's active list is [labels | retrieved from the buckets | uniform padding]: `head[b]` counts the first
+two parts (SLIDE's "retrieved" counter), the rest is padding drawn uniformly from the neurons not in the head.
+"""
 
 from __future__ import annotations
 
@@ -10,13 +14,13 @@ from dslide.kernels.rng import hash4
 
 @numba.njit(cache=True)
 def active_upper_bounds(
-    codes: np.ndarray, offsets: np.ndarray, lab_ptr: np.ndarray, min_active: int, n_neurons: int
+    codes: np.ndarray, offsets: np.ndarray, lab_ptr: np.ndarray, min_active: int, tail: int, n_neurons: int
 ) -> np.ndarray:
     """An upper bound on each sample's active count, to size the output buffer before filling it."""
     B, L = codes.shape
     ub = np.empty(B, dtype=np.int64)
     for b in range(B):
-        total = lab_ptr[b + 1] - lab_ptr[b] + min_active
+        total = lab_ptr[b + 1] - lab_ptr[b] + max(min_active, tail)
         for t in range(L):
             c = codes[b, t]
             total += offsets[t, c + 1] - offsets[t, c]
@@ -34,13 +38,15 @@ def select_active(
     n_neurons: int,
     use_topk: bool,
     topk: int,
-    min_active: int,
-    pad_threshold: int,
-    seed: int,
+    min_active: int,  # pad with uniform neurons up to this many ...
+    pad_threshold: int,  # ... when the head (labels + retrieved) is smaller than this
+    tail: int,  # and always add at least this many uniform neurons (the tail estimate of the normaliser)
+    seed: int,  # padding randomness: hash4(seed, step, sample, attempt); callers make it differ per rank
     step: int,
     buf_ptr: np.ndarray,  # int64 (B + 1,) prefix sums of active_upper_bounds
     buf: np.ndarray,  # int32 (buf_ptr[-1],) output: sample b's active ids in buf[buf_ptr[b]:...]
     count: np.ndarray,  # int64 (B,) output: how many were written
+    head: np.ndarray,  # int64 (B,) output: how many of them are labels or retrieved (the rest is padding)
     marks: np.ndarray,  # int32 (threads, n_neurons) zeroed scratch, left zeroed
 ) -> None:
     B, L = codes.shape
@@ -82,9 +88,15 @@ def select_active(
                     cand[i] = chosen[i]
                     mark[chosen[i]] = 1
                 n = n_labels + topk
-            # 3. random padding when the tables returned too few
-            if n < pad_threshold and n < min_active:
-                if min_active >= n_neurons:
+            head[b] = n
+            # 3. uniform padding from the neurons not yet active: up to min_active when the head is small,
+            # and at least `tail` of them in any case
+            want = n + tail
+            if n < pad_threshold:
+                want = max(want, min_active)
+            want = min(want, n_neurons)
+            if want > n:
+                if want >= n_neurons:
                     for j in range(n_neurons):
                         if mark[j] == 0:
                             mark[j] = 1
@@ -92,7 +104,7 @@ def select_active(
                             n += 1
                 else:
                     attempt = 0
-                    while n < min_active and attempt < 8 * min_active + 64:
+                    while n < want and attempt < 8 * want + 64:
                         j = np.int64(hash4(seed, step, b, attempt) % np.uint64(n_neurons))
                         attempt += 1
                         if mark[j] == 0:

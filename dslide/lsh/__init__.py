@@ -20,8 +20,9 @@ def make_family(cfg: LSHConfig, dim: int, seed: int) -> HashFamily:
     K, L, R = cfg.bits_per_table, cfg.num_tables, cfg.range_pow
     if cfg.family == "srp":
         return SimHash(dim, K, L, R, density=cfg.srp_density, seed=seed)
+    slide = cfg.code_layout == "slide"
     if cfg.family == "wta":
-        return WTA(dim, K, L, R, bin_size=cfg.bin_size, seed=seed)
+        return WTA(dim, K, L, R, bin_size=cfg.bin_size, seed=seed, slide_layout=slide)
     if cfg.family == "dwta":
-        return DWTA(dim, K, L, R, bin_size=cfg.bin_size, seed=seed)
+        return DWTA(dim, K, L, R, bin_size=cfg.bin_size, seed=seed, slide_layout=slide)
     raise ValueError(f"unknown hash family {cfg.family!r} (expected 'srp', 'wta' or 'dwta')")

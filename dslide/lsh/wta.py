@@ -19,15 +19,24 @@ class WTA:
 
     Depends only on the order of the coordinates, so it is invariant to positive scaling (and to any
     increasing transform). Ties go to the first position in the bin. Codes wider than range_pow bits are
-    folded with a universal hash.
+    folded with a universal hash. slide_layout=True builds codes as SLIDE's C++ does (overlapping 2-bit
+    shifts for bins of 8, see dslide.kernels.hashing.block_codes): far fewer distinct buckets.
     """
 
     densified = False  # DWTA (dwta.py) sets this: zeros are ignored and empty bins are densified
 
     def __init__(
-        self, dim: int, bits_per_table: int, num_tables: int, range_pow: int, bin_size: int = 8, seed: int = 0
+        self,
+        dim: int,
+        bits_per_table: int,
+        num_tables: int,
+        range_pow: int,
+        bin_size: int = 8,
+        seed: int = 0,
+        slide_layout: bool = False,
     ) -> None:
         self.bits = bits_per_hash(bin_size)
+        self.slide_layout = slide_layout
         check_shape(num_tables, range_pow, bits_per_table * self.bits)
         self.dim = dim
         self.bits_per_table = bits_per_table
@@ -53,6 +62,7 @@ class WTA:
             self.probe_key[0],
             self.bits_per_table,
             self.bits,
+            self.slide_layout,
             self.range_pow,
             self.fold_mul,
             self.fold_add,

@@ -10,18 +10,21 @@ from dslide.kernels.sampling import active_upper_bounds, compact, select_active
 from dslide.lsh.tables import LSHTables
 
 
-def run(codes, tables, lab_ptr, lab_ids, n, *, topk=0, min_active=0, pad_threshold=0, threads=1, step=0):
+def run(codes, tables, lab_ptr, lab_ids, n, *, topk=0, min_active=0, pad_threshold=0, tail=0, threads=1, step=0,
+        with_head=False):  # fmt: skip
     numba.set_num_threads(threads)
-    ub = active_upper_bounds(codes, tables.offsets, lab_ptr, min_active, n)
+    ub = active_upper_bounds(codes, tables.offsets, lab_ptr, min_active, tail, n)
     buf_ptr = np.r_[0, np.cumsum(ub)].astype(np.int64)
     buf = np.empty(buf_ptr[-1], dtype=np.int32)
     count = np.empty(len(ub), dtype=np.int64)
+    head = np.empty(len(ub), dtype=np.int64)
     marks = np.zeros((threads, n), dtype=np.int32)
     select_active(codes, tables.offsets, tables.ids, lab_ptr, lab_ids, n, topk > 0, topk, min_active,
-                  pad_threshold, 11, step, buf_ptr, buf, count, marks)  # fmt: skip
+                  pad_threshold, tail, 11, step, buf_ptr, buf, count, head, marks)  # fmt: skip
     assert not marks.any()  # scratch left clean for the next call
     ptr, ids = compact(buf, buf_ptr, count)
-    return [ids[ptr[b] : ptr[b + 1]] for b in range(len(count))]
+    active = [ids[ptr[b] : ptr[b + 1]] for b in range(len(count))]
+    return (active, head) if with_head else active
 
 
 @pytest.fixture
@@ -75,3 +78,31 @@ def test_min_active_at_least_n_makes_every_neuron_active(setup):
     for b, active in enumerate(run(codes, tables, lab_ptr, lab_ids, n, min_active=n, pad_threshold=n + 1)):
         assert sorted(active) == list(range(n))
         assert list(active[: len(labels[b])]) == list(labels[b])
+
+
+def test_head_counts_labels_and_retrieved_and_tail_is_always_added(setup):
+    neuron_codes, tables, codes, labels, lab_ptr, lab_ids, n = setup
+    plain, head0 = run(codes, tables, lab_ptr, lab_ids, n, with_head=True)
+    padded, head = run(codes, tables, lab_ptr, lab_ids, n, tail=7, min_active=0, pad_threshold=0, with_head=True)
+    np.testing.assert_array_equal(head, head0)
+    for b in range(len(plain)):
+        assert head[b] == len(plain[b])  # labels + bucket union, nothing padded
+        np.testing.assert_array_equal(padded[b][: head[b]], plain[b])  # padding only ever comes after the head
+        tail = padded[b][head[b] :]
+        assert len(tail) == min(7, n - head[b])
+        assert not set(tail) & set(plain[b])  # drawn from the neurons the head does not hold
+
+
+def test_padding_seed_changes_the_padding(setup):
+    """Ranks pass different seeds so their padding streams are independent (not the same local ids)."""
+    neuron_codes, tables, codes, labels, lab_ptr, lab_ids, n = setup
+    ub = active_upper_bounds(codes, tables.offsets, lab_ptr, 50, 0, n)
+    out = []
+    for seed in (1, 2):
+        buf_ptr = np.r_[0, np.cumsum(ub)].astype(np.int64)
+        buf = np.empty(buf_ptr[-1], dtype=np.int32)
+        count, head = np.empty(len(ub), np.int64), np.empty(len(ub), np.int64)
+        select_active(codes, tables.offsets, tables.ids, lab_ptr, lab_ids, n, False, 0, 50, 60, 0, seed, 0,
+                      buf_ptr, buf, count, head, np.zeros((1, n), np.int32))  # fmt: skip
+        out.append(buf.copy())
+    assert not np.array_equal(out[0], out[1])

@@ -1,0 +1,219 @@
+"""Which output neurons are active for each sample: labels, then the neurons LSH retrieves, then uniform padding.
+
+One OutputSampler per rank, over the neurons that rank owns. It holds the hash family, the tables and their
+rebuild schedule, and counts what it does (SamplingStats), so a run can show whether the tables really find
+the neurons that matter or whether the active set is mostly padding.
+
+Modes: "lsh" (SLIDE), "uniform" (no tables: labels + uniform padding, the control that shows what LSH adds),
+"dense" (every neuron: the full softmax).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numba
+import numpy as np
+
+from dslide.config import LSHConfig, SamplingConfig, ScheduleConfig
+from dslide.kernels.adam import group_by_row
+from dslide.kernels.sampling import active_upper_bounds, compact, select_active
+
+STATS_SAMPLES_PER_STEP = 16  # per-sample retrieval counts kept for quantiles: the first 16 samples of a batch
+
+
+@dataclass
+class ActiveSet:
+    """Active neurons of every sample (local ids: labels, retrieved, padding), their weights and logits."""
+
+    ptr: np.ndarray  # int64 (B + 1,)
+    ids: np.ndarray  # int32 (nnz,)
+    n_lab: np.ndarray  # int64 (B,) this rank's labels, at the front of each sample's list
+    head: np.ndarray  # int64 (B,) labels + retrieved; entries after them are uniform padding
+    wt: np.ndarray  # float32 (nnz,) weight in the softmax normaliser: 1, or (N - head) / padding for padding
+    samples: np.ndarray  # int32 (nnz,) the sample of each entry
+    rows: np.ndarray  # the entries grouped by neuron: row rows[u] has entries perm[rptr[u]:rptr[u+1]]
+    rptr: np.ndarray
+    perm: np.ndarray
+    z: np.ndarray | None = None
+
+
+@dataclass
+class SamplingStats:
+    """What the sampler did since the last reset (one epoch); this rank's neurons only."""
+
+    samples: int = 0
+    labels: int = 0  # active entries that were labels
+    retrieved: int = 0  # ... that came from the tables (labels found there count as labels)
+    padding: int = 0  # ... that were uniform padding
+    head_sample: list[np.ndarray] = field(default_factory=list)  # labels + retrieved of the first samples
+    rebuilds: int = 0
+    rebuild_seconds: float = 0.0
+    buckets: dict[str, float] = field(default_factory=dict)  # occupancy after the latest rebuild
+
+    def add(self, head: np.ndarray, n_lab: np.ndarray, count: np.ndarray) -> None:
+        self.samples += len(head)
+        self.labels += int(n_lab.sum())
+        self.retrieved += int((head - n_lab).sum())
+        self.padding += int((count - head).sum())
+        self.head_sample.append(head[:STATS_SAMPLES_PER_STEP].astype(np.int32))
+
+
+def bucket_occupancy(offsets: np.ndarray, num_neurons: int, capacity: int) -> dict[str, float]:
+    """Sizes of the non-empty buckets (mean, p95), the share of them at capacity and of neurons dropped."""
+    sizes = np.diff(offsets, axis=1).ravel()
+    used = sizes[sizes > 0]
+    kept = int(offsets[:, -1].sum())
+    total = num_neurons * offsets.shape[0]
+    return {
+        "bucket_fill_mean": float(used.mean()) if len(used) else 0.0,
+        "bucket_fill_p95": float(np.percentile(used, 95)) if len(used) else 0.0,
+        "buckets_full_share": float((used >= capacity).mean()) if len(used) else 0.0,
+        "neurons_dropped_share": 1.0 - kept / total if total else 0.0,
+    }
+
+
+class OutputSampler:
+    """Active-set selection over this rank's `n` output neurons; quotas are this rank's share of the global ones."""
+
+    def __init__(
+        self,
+        n: int,
+        num_labels: int,
+        in_dim: int,
+        lsh: LSHConfig,
+        sampling: SamplingConfig,
+        schedule: ScheduleConfig,
+        hash_seed: int,
+    ) -> None:
+        self.n = n
+        self.cfg = sampling
+        self.lsh_cfg = lsh
+        frac = n / num_labels
+        self.dense = sampling.mode == "dense"
+        self.min_active = n if self.dense else min(n, math.ceil(sampling.min_active * frac))
+        self.pad_threshold = n + 1 if self.dense else math.ceil(sampling.pad_threshold * frac)
+        self.tail = 0 if self.dense else min(n, math.ceil(sampling.tail * frac))
+        self.topk = max(1, math.ceil(sampling.topk * frac))
+        self.schedule_cfg = schedule
+        self.hash_seed = hash_seed
+        self.redraws = 0
+        self.stats = SamplingStats()
+        self.family = self.tables = self.schedule = None
+        self.marks = np.zeros((numba.get_num_threads(), n), dtype=np.int32)
+        self.slot = np.full(n, -1, dtype=np.int32)
+
+    @property
+    def uses_tables(self) -> bool:
+        return self.cfg.mode == "lsh"
+
+    def init_tables(self, weights: np.ndarray) -> None:
+        """Hash functions and the first tables, from the initial weights (LSH mode only)."""
+        if not self.uses_tables:
+            return
+        from dslide.lsh import make_family
+        from dslide.lsh.schedule import RebuildSchedule
+        from dslide.lsh.tables import LSHTables
+
+        self.family = make_family(self.lsh_cfg, weights.shape[1], self.hash_seed)
+        cfg = self.lsh_cfg
+        self.tables = LSHTables(cfg.num_tables, cfg.range_pow, cfg.bucket_capacity, cfg.insertion)
+        self.schedule = RebuildSchedule(self.schedule_cfg)
+        self.rebuild(weights)
+
+    # -- tables ----------------------------------------------------------------------------------------
+
+    def rebuild(self, weights: np.ndarray) -> None:
+        """Re-hash every neuron's weight vector into fresh tables."""
+        t0 = time.perf_counter()
+        self.tables.rebuild(self.family, weights, self.hash_seed + self.redraws)
+        self.stats.rebuild_seconds += time.perf_counter() - t0
+        self.stats.rebuilds += 1
+        self.stats.buckets = bucket_occupancy(self.tables.offsets, self.n, self.lsh_cfg.bucket_capacity)
+
+    def maybe_refresh(self, step: int, weights: np.ndarray) -> None:
+        """SLIDE's schedule: new hash functions every M steps, table rebuilds at growing intervals."""
+        if self.schedule is None or step == 0:
+            return
+        if self.schedule.should_redraw(step):
+            self.redraws += 1
+            self.family.redraw(self.hash_seed + 104_729 * self.redraws)
+            self.rebuild(weights)
+        elif self.schedule.should_rebuild(step):
+            self.rebuild(weights)
+
+    # -- selection -------------------------------------------------------------------------------------
+
+    def _codes(self, h: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if self.tables is None:
+            return np.zeros((h.shape[0], 0), np.int32), np.zeros((0, 2), np.int32), np.zeros((0, 0), np.int32)
+        return self.family.hash(h), self.tables.offsets, self.tables.ids
+
+    def select(
+        self,
+        h: np.ndarray,
+        lab_ptr: np.ndarray,
+        lab_ids: np.ndarray,
+        step: int,
+        *,
+        pad: bool = True,
+        all_rows: bool = False,
+        record: bool = True,
+    ) -> ActiveSet:
+        """Active neurons per sample: this rank's labels, then LSH buckets (or none), then uniform padding.
+
+        pad=False returns what the tables retrieve (SLIDE's sparse inference). all_rows groups every neuron,
+        touched or not (SLIDE's dense Adam visits every row).
+        """
+        if self.marks.shape[0] != numba.get_num_threads():
+            self.marks = np.zeros((numba.get_num_threads(), self.n), dtype=np.int32)
+        codes, offsets, ids = self._codes(h)
+        min_active, pad_threshold, tail = (self.min_active, self.pad_threshold, self.tail) if pad else (0, 0, 0)
+        ub = active_upper_bounds(codes, offsets, lab_ptr, min_active, tail, self.n)
+        buf_ptr = np.zeros(len(ub) + 1, dtype=np.int64)
+        np.cumsum(ub, out=buf_ptr[1:])
+        buf = np.empty(buf_ptr[-1], dtype=np.int32)
+        count = np.empty(len(ub), dtype=np.int64)
+        head = np.empty(len(ub), dtype=np.int64)
+        seed = (self.hash_seed * 31 + 17) % (2**31)  # differs per rank: ranks pad from independent streams
+        select_active(
+            codes, offsets, ids, lab_ptr, lab_ids, self.n, self.cfg.strategy == "topk", self.topk,
+            min_active, pad_threshold, tail, seed, step, buf_ptr, buf, count, head, self.marks,
+        )  # fmt: skip
+        ptr, act_ids = compact(buf, buf_ptr, count)
+        n_lab = np.diff(lab_ptr)
+        if record:
+            self.stats.add(head, n_lab, count)
+        samples = np.repeat(np.arange(len(count), dtype=np.int32), count)
+        wt = np.ones(len(act_ids), dtype=np.float32)
+        n_pad = count - head
+        if self.cfg.weighted_tail and n_pad.any():
+            tail_w = np.where(n_pad > 0, (self.n - head) / np.maximum(n_pad, 1), 1.0).astype(np.float32)
+            is_pad = np.arange(len(act_ids)) - ptr[samples] >= head[samples]
+            wt[is_pad] = tail_w[samples[is_pad]]
+        rows, rptr, perm = group_by_row(act_ids, self.n, self.slot, all_rows)
+        return ActiveSet(ptr, act_ids, n_lab, head, wt, samples, rows, rptr, perm)
+
+    def reset_stats(self) -> SamplingStats:
+        old, self.stats = self.stats, SamplingStats(buckets=dict(self.stats.buckets))
+        return old
+
+    # -- checkpoints -----------------------------------------------------------------------------------
+
+    def state(self, prefix: str) -> dict[str, np.ndarray]:
+        out = {f"{prefix}redraws": np.array(self.redraws)}
+        if self.tables is not None:
+            out.update({f"{prefix}family.{k}": v for k, v in self.family.state().items()})
+            out[f"{prefix}tables.offsets"] = self.tables.offsets
+            out[f"{prefix}tables.ids"] = self.tables.ids
+        return out
+
+    def load_state(self, prefix: str, state: dict[str, np.ndarray]) -> None:
+        self.redraws = int(state[f"{prefix}redraws"])
+        if self.tables is not None:
+            fam = f"{prefix}family."
+            self.family.load_state({k[len(fam) :]: v for k, v in state.items() if k.startswith(fam)})
+            self.tables.offsets = np.ascontiguousarray(state[f"{prefix}tables.offsets"])
+            self.tables.ids = np.ascontiguousarray(state[f"{prefix}tables.ids"])
