@@ -34,6 +34,12 @@ class SparseDataset:
         li, _ = _gather_rows(self.label_indptr, self.label_indices, rows, None)
         return SparseDataset(fi[0], fi[1], fv, li[0], li[1], self.num_features, self.num_labels)
 
+    def mean_sq_norm(self) -> float:
+        """Mean over points of sum(x^2): the effective fan-in of a sparse input layer (1.0 for no points)."""
+        if len(self) == 0:
+            return 1.0
+        return float(np.dot(self.feat_values.astype(np.float64), self.feat_values)) / len(self)
+
     def fingerprint(self) -> str:
         """A short hash of the contents, so ranks can check they hold the same data."""
         import hashlib
