@@ -36,9 +36,15 @@ def _hidden(_ctx, _param, value: str) -> tuple[int, ...]:
 @click.option("--dataset", help="A registered dataset or synthetic preset instead of --train/--test.")
 @click.option("--data-dir", help="Where registered datasets live (default $DSLIDE_DATA_DIR or ~/.cache/dslide/data).")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output directory.")
+@click.option(
+    "--preset",
+    type=click.Choice(["slide"]),
+    help="slide: SLIDE's published Amazon-670K settings (lr 1e-4, N(0, 0.01^2), zero biases, SLIDE's bucket ids, "
+    "weight-1 padding, dense Adam); flags given explicitly still win.",
+)
 @click.option("--epochs", default=1, show_default=True)
 @click.option("--threads", default=1, show_default=True, help="Threads per rank.")
-@click.option("--lr", default=1e-4, show_default=True)
+@click.option("--lr", default=1e-3, show_default=True, help="Adam step size (SLIDE: 1e-4).")
 @click.option("--batch-size", default=128, show_default=True)
 @click.option(
     "--hidden", default="128", show_default=True, callback=_hidden, help="Hidden widths, e.g. 128 or 256,128."
@@ -70,6 +76,9 @@ def _hidden(_ctx, _param, value: str) -> tuple[int, ...]:
 @click.option("--pad-threshold", default=1500, show_default=True, help="... when fewer than this were retrieved.")
 @click.option("--tail", default=0, show_default=True, help="Uniform negatives always added per sample.")
 @click.option(
+    "--frequent", default=300, show_default=True, help="The commonest training labels, active for every sample."
+)
+@click.option(
     "--weighted-tail/--plain-tail",
     default=True,
     show_default=True,
@@ -79,7 +88,19 @@ def _hidden(_ctx, _param, value: str) -> tuple[int, ...]:
 @click.option("--rebuild-decay", default=0.0, show_default=True, help="lambda: rebuild intervals grow as e^(lambda t).")
 @click.option("--redraw-every", default=1000, show_default=True, help="M: new hash functions every M steps (0: never).")
 @click.option("--adam", type=click.Choice(["lazy", "dense"]), default="lazy", show_default=True)
-@click.option("--init-scale", default=0.01, show_default=True)
+@click.option(
+    "--init-scale",
+    type=float,
+    default=None,
+    help="Weights ~ N(0, s^2) in every layer (SLIDE: 0.01). Default: fan-in aware (He / LeCun, docs/engine.md).",
+)
+@click.option(
+    "--output-bias",
+    type=click.Choice(["prior", "zero"]),
+    default="prior",
+    show_default=True,
+    help="Initial output biases: log label frequency in the training data, or 0 (SLIDE).",
+)
 @click.option("--seed", default=0, show_default=True)
 @click.option("--max-steps", type=int, default=None, help="Stop each epoch after this many steps.")
 @click.option("--eval-every", default=0, show_default=True, help="Evaluate a held-out slice every N steps.")
@@ -88,6 +109,10 @@ def _hidden(_ctx, _param, value: str) -> tuple[int, ...]:
 @click.option("--test-points", type=int, default=None, help="Evaluate epochs on the first N test points only.")
 @click.option("--softmax", type=click.Choice(["reduce", "gather"]), default="reduce", show_default=True)
 @click.option("--partition", type=click.Choice(["contiguous", "strided"]), default="contiguous", show_default=True)
+@click.option(
+    "--recall-every", default=250, show_default=True, help="Measure LSH top-k recall every N steps (0: never)."
+)
+@click.option("--recall-points", default=128, show_default=True, help="Training inputs in that recall probe.")
 @click.option("--checkpoint-every", default=0, show_default=True, help="Steps between checkpoints (0: each epoch).")
 @click.option("--resume", is_flag=True, help="Continue from the latest checkpoint in --out.")
 @click.option("--progress/--no-progress", default=True, show_default=True)
@@ -97,6 +122,13 @@ def train(**opts) -> None:
     from dslide.train import ConfigMismatchError
 
     comm = Communicator()
+    if opts["preset"]:
+        from dslide.config import PRESETS
+
+        ctx = click.get_current_context()
+        for key, value in PRESETS[opts["preset"]].items():
+            if ctx.get_parameter_source(key) != click.core.ParameterSource.COMMANDLINE:
+                opts[key] = value
     try:
         _train(comm, **opts)
     except Exception as exc:  # one failing rank must stop the whole job, loudly, not hang the others
@@ -111,11 +143,7 @@ def train(**opts) -> None:
         sys.exit(1)
 
 
-def _train(comm, train_path, test_path, dataset, data_dir, out_dir, **o) -> None:
-    from dslide.config import LSHConfig, NetworkConfig, SamplingConfig, ScheduleConfig, TrainConfig
-    from dslide.data.xc_format import load_dataset
-    from dslide.train import train as run
-
+def _data_paths(comm, dataset, data_dir, train_path, test_path, need_test: bool = True) -> tuple[str, str]:
     if dataset:
         if train_path or test_path:
             raise click.UsageError("give either --dataset or --train/--test, not both")
@@ -124,11 +152,20 @@ def _train(comm, train_path, test_path, dataset, data_dir, out_dir, **o) -> None
 
         # Rank 0 generates a missing synthetic preset; the others wait, then read the same files.
         if comm.rank == 0:
-            train_path, test_path = dataset_paths(dataset, resolve_dir(data_dir))
+            dataset_paths(dataset, resolve_dir(data_dir))
         comm.barrier()
-        train_path, test_path = dataset_paths(dataset, resolve_dir(data_dir), make=False)
-    elif not (train_path and test_path):
+        return dataset_paths(dataset, resolve_dir(data_dir), make=False)
+    if not train_path or (need_test and not test_path):
         raise click.UsageError("give --train and --test files, or --dataset NAME")
+    return train_path, test_path
+
+
+def _train(comm, train_path, test_path, dataset, data_dir, out_dir, preset, **o) -> None:
+    from dslide.config import LSHConfig, NetworkConfig, SamplingConfig, ScheduleConfig, TrainConfig
+    from dslide.data.xc_format import load_dataset
+    from dslide.train import train as run
+
+    train_path, test_path = _data_paths(comm, dataset, data_dir, train_path, test_path)
     train_ds = load_dataset(train_path)
     test_ds = load_dataset(test_path)
     net = NetworkConfig(
@@ -136,27 +173,28 @@ def _train(comm, train_path, test_path, dataset, data_dir, out_dir, **o) -> None
         num_labels=max(train_ds.num_labels, test_ds.num_labels),
         hidden=o["hidden"],
         lsh=LSHConfig(
-            o["family"],
-            o["bits"],
-            o["tables"],
-            o["range_pow"],
-            o["bin_size"],
-            1 / 3,
-            o["bucket_capacity"],
-            o["insertion"],
-            o["code_layout"],
+            family=o["family"],
+            bits_per_table=o["bits"],
+            num_tables=o["tables"],
+            range_pow=o["range_pow"],
+            bin_size=o["bin_size"],
+            bucket_capacity=o["bucket_capacity"],
+            insertion=o["insertion"],
+            code_layout=o["code_layout"],
         ),
         sampling=SamplingConfig(
-            o["sampling"],
-            o["strategy"],
-            o["topk"],
-            o["min_active"],
-            o["pad_threshold"],
-            o["tail"],
-            o["weighted_tail"],
+            mode=o["sampling"],
+            strategy=o["strategy"],
+            topk=o["topk"],
+            min_active=o["min_active"],
+            pad_threshold=o["pad_threshold"],
+            tail=o["tail"],
+            frequent=o["frequent"],
+            weighted_tail=o["weighted_tail"],
         ),
         schedule=ScheduleConfig(o["rebuild_first"], o["rebuild_decay"], o["redraw_every"]),
         init_scale=o["init_scale"],
+        output_bias=o["output_bias"],
     )
     cfg = TrainConfig(
         epochs=o["epochs"],
@@ -172,6 +210,8 @@ def _train(comm, train_path, test_path, dataset, data_dir, out_dir, **o) -> None
         test_points=o["test_points"],
         softmax=o["softmax"],
         partition=o["partition"],
+        recall_every=o["recall_every"],
+        recall_points=o["recall_points"],
         checkpoint_every=o["checkpoint_every"],
         progress=o["progress"],
     )
@@ -182,6 +222,39 @@ def _train(comm, train_path, test_path, dataset, data_dir, out_dir, **o) -> None
             f"epoch {last['epoch']}: P@1 {last['p@1']:.4f}  P@5 {last['p@5']:.4f}  loss {last['loss']:.4f}  "
             f"{last['samples_per_s']:,.0f} samples/s  -> {Path(out_dir) / 'metrics.jsonl'}"
         )
+
+
+@main.group()
+def lsh() -> None:
+    """Inspect the hash tables of a run."""
+
+
+@lsh.command()
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
+@click.option("--train", "train_path", type=click.Path(exists=True, dir_okay=False), help="The run's training file.")
+@click.option("--dataset", help="The run's registered dataset instead of --train.")
+@click.option("--data-dir", help="Where registered datasets live.")
+@click.option("--points", default=512, show_default=True, help="Random training inputs to probe.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
+def inspect(run_dir, train_path, dataset, data_dir, points, as_json) -> None:
+    """Retrieval, active-set shares, bucket occupancy and top-k recall of RUN_DIR's latest checkpoint
+    (run under `mpiexec -n P` with the run's P)."""
+    import json
+
+    from dslide.comm import Communicator
+    from dslide.data.xc_format import load_dataset
+    from dslide.lsh.inspect import inspect_checkpoint
+
+    comm = Communicator()
+    train_path, _ = _data_paths(comm, dataset, data_dir, train_path, None, need_test=False)
+    out = inspect_checkpoint(Path(run_dir), load_dataset(train_path), points, comm)
+    if comm.rank != 0:
+        return
+    if as_json:
+        click.echo(json.dumps(out))
+        return
+    for key, value in out.items():
+        click.echo(f"{key:24s} {value:,.4f}" if isinstance(value, float) else f"{key:24s} {value}")
 
 
 if __name__ == "__main__":

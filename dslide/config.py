@@ -35,6 +35,7 @@ class SamplingConfig:
     min_active: int = 1000  # pad with uniform neurons up to this many ...
     pad_threshold: int = 1500  # ... when fewer than this came back from the tables
     tail: int = 0  # and always add this many uniform neurons (per sample, over all ranks)
+    frequent: int = 300  # the commonest training labels, active for every sample (0: none; SLIDE has none)
     weighted_tail: bool = True  # padding stands for every unretrieved neuron in the softmax normaliser
 
 
@@ -55,14 +56,18 @@ class NetworkConfig:
     lsh: LSHConfig = field(default_factory=LSHConfig)
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
-    init_scale: float = 0.01  # weights ~ N(0, init_scale^2), biases 0 (same in the TF baselines)
+    # weights ~ N(0, init_scale^2) in every layer; None: fan-in aware (dslide.init.layer_scales), which learns
+    # where 0.01 collapses to label popularity (docs/engine.md has the measurements)
+    init_scale: float | None = None
+    input_sq_norm: float = 1.0  # mean squared L2 norm of the training inputs: the sparse layer's effective fan-in
+    output_bias: Literal["prior", "zero"] = "prior"  # prior: log label frequency in the training data
 
 
 @dataclass
 class TrainConfig:
     epochs: int = 1
     batch_size: int = 128
-    lr: float = 1e-4
+    lr: float = 1e-3  # 1e-4 (SLIDE's) ends the first epochs at label popularity: docs/engine.md
     beta1: float = 0.9
     beta2: float = 0.999
     eps: float = 1e-8
@@ -76,8 +81,38 @@ class TrainConfig:
     test_points: int | None = None  # evaluate the epoch on the first N test points only (None = all)
     softmax: Literal["reduce", "gather"] = "reduce"  # how ranks combine the softmax (D-SLIDE)
     partition: Literal["contiguous", "strided"] = "contiguous"  # neuron -> rank assignment (D-SLIDE)
+    recall_every: int = 250  # measure LSH recall on a fixed training sample every N steps (0 = never)
+    recall_points: int = 128  # size of that sample
     checkpoint_every: int = 0  # steps between checkpoints (0 = end of each epoch only)
     progress: bool = True
+
+
+# Named presets of `dslide train --preset`: command-line values that replace the defaults (flags given
+# explicitly still win). "slide": SLIDE's published Amazon-670K configuration, as its C++ code runs it.
+PRESETS: dict[str, dict[str, Any]] = {
+    "slide": {
+        "lr": 1e-4,
+        "init_scale": 0.01,
+        "output_bias": "zero",
+        "family": "dwta",
+        "bits": 6,
+        "tables": 50,
+        "range_pow": 18,
+        "bin_size": 8,
+        "code_layout": "slide",
+        "bucket_capacity": 128,
+        "insertion": "fifo",
+        "rebuild_first": 50,
+        "rebuild_decay": 0.0,
+        "redraw_every": 1000,
+        "min_active": 1000,
+        "pad_threshold": 1500,
+        "tail": 0,
+        "weighted_tail": False,
+        "frequent": 0,
+        "adam": "dense",
+    }
+}
 
 
 def to_dict(obj: Any) -> dict[str, Any]:
@@ -95,6 +130,8 @@ def network_from_dict(d: dict[str, Any]) -> NetworkConfig:
         sampling=SamplingConfig(**d["sampling"]),
         schedule=ScheduleConfig(**d["schedule"]),
         init_scale=d["init_scale"],
+        input_sq_norm=d.get("input_sq_norm", 1.0),
+        output_bias=d.get("output_bias", "zero"),
     )
 
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from dslide.config import LSHConfig, SamplingConfig, ScheduleConfig, TrainConfig
 from dslide.init import init_columns, init_rows
-from dslide.kernels.adam import adam_rows, group_by_row
+from dslide.kernels.adam import adam_dense, adam_rows, group_by_row
 from dslide.kernels.sampled_output import output_backward_update, output_logits, softmax_stats
 from dslide.kernels.sparse_input import sparse_input_forward
 from dslide.kernels.topk import merge_topk, sparse_topk
@@ -270,6 +270,40 @@ class SampledOutputLayer:
             scratch,
         )
         return dh_parts.sum(axis=0) if threads > 1 else dh_parts[0]
+
+    # -- the full softmax (sampling mode "dense"): matrix products instead of per-entry kernels -------------
+
+    def full_logits(self, h: np.ndarray) -> np.ndarray:
+        """(B, local neurons) logits of every neuron this rank owns."""
+        return h @ self.params.W.T + self.bias.b
+
+    def full_backward_update(
+        self,
+        h: np.ndarray,
+        z: np.ndarray,
+        lab_ptr: np.ndarray,
+        lab_ids: np.ndarray,
+        inv_ylen: np.ndarray,
+        gmax: np.ndarray,
+        gsum: np.ndarray,
+        adam: Adam,
+        step: int,
+    ) -> np.ndarray:
+        """Full-softmax backward and Adam on every row; z (the logits) is overwritten. Returns this rank's dL/dh."""
+        B = h.shape[0]
+        np.subtract(z, gmax[:, None], out=z)
+        np.exp(z, out=z)
+        scale = np.where(inv_ylen > 0, 1.0 / (gsum * B), 0.0).astype(np.float32)
+        z *= scale[:, None]  # softmax / B, zero for unlabelled points
+        sample = np.repeat(np.arange(B), np.diff(lab_ptr))
+        np.subtract.at(z, (sample, lab_ids), inv_ylen[sample] / np.float32(B))  # minus the soft targets
+        dh = z @ self.params.W
+        grad = z.T @ h
+        p = self.params
+        adam_dense(p.W.ravel(), p.m.ravel(), p.v.ravel(), grad.ravel(), adam.lr, adam.beta1, adam.beta2, adam.eps, step)
+        gb = z.sum(axis=0)
+        adam_dense(self.bias.b, self.bias.m, self.bias.v, gb, adam.lr, adam.beta1, adam.beta2, adam.eps, step)
+        return dh
 
     # -- inference ----------------------------------------------------------------------------------------
 

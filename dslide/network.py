@@ -16,6 +16,7 @@ import numpy as np
 
 from dslide.comm import Communicator
 from dslide.config import NetworkConfig, TrainConfig
+from dslide.init import layer_scales, output_bias_prior
 from dslide.layers import Adam, DenseHiddenLayer, SampledOutputLayer, SparseInputLayer
 from dslide.partition import all_owned, global_to_local
 
@@ -44,24 +45,29 @@ class Batch:
 class StepResult:
     loss: float  # mean soft-target cross-entropy over the batch
     active: int  # active output neurons summed over samples, on this rank
+    head: int  # of which labels or retrieved by LSH (the rest is uniform padding), on this rank
 
 
 class Network:
-    def __init__(self, net: NetworkConfig, train: TrainConfig, comm: Communicator) -> None:
+    def __init__(
+        self, net: NetworkConfig, train: TrainConfig, comm: Communicator, label_counts: np.ndarray | None = None
+    ) -> None:
+        """label_counts: how often each label occurs in the training data, for the output bias prior."""
         self.cfg = net
         self.train_cfg = train
         self.comm = comm
         self.adam = Adam.from_config(train)
         P, r = comm.size, comm.rank
         widths = list(net.hidden)
+        scales = layer_scales([net.num_features, *widths], net.init_scale, net.input_sq_norm)
         # hidden_cols[i][p]: the neurons of hidden layer i that rank p owns (its columns of the full vector)
         self.hidden_cols = [all_owned(w, P, train.partition) for w in widths]
         self.hidden: list[SparseInputLayer | DenseHiddenLayer] = [
-            SparseInputLayer(net.num_features, widths[0], self.hidden_cols[0][r], train.seed, 0, net.init_scale)
+            SparseInputLayer(net.num_features, widths[0], self.hidden_cols[0][r], train.seed, 0, scales[0])
         ]
         for i in range(1, len(widths)):
             self.hidden.append(
-                DenseHiddenLayer(widths[i - 1], widths[i], self.hidden_cols[i][r], train.seed, i, net.init_scale)
+                DenseHiddenLayer(widths[i - 1], widths[i], self.hidden_cols[i][r], train.seed, i, scales[i])
             )
         owned_out = all_owned(net.num_labels, P, train.partition)[r]
         self.out_g2l = global_to_local(net.num_labels, owned_out)
@@ -74,9 +80,13 @@ class Network:
             net.schedule,
             train.seed,
             len(widths),
-            net.init_scale,
+            scales[-1],
             r,
         )
+        if label_counts is not None:
+            if net.output_bias == "prior":
+                self.output.bias.b[:] = output_bias_prior(label_counts, owned_out)
+            self.output.sampler.set_frequent(label_counts, owned_out)
         self.output.sampling_all_rows = not self.adam.lazy  # SLIDE's dense Adam visits every row
 
     # -- forward through the hidden layers ------------------------------------------------------------------
@@ -108,7 +118,7 @@ class Network:
     def _softmax_stats(self, act, lmax, lsum, llab, batch: Batch, inv_ylen):
         """Global (max, sum of exp(z - max), loss per sample) from this rank's share of the logits."""
         has_labels = (inv_ylen > 0).astype(np.float32)
-        if self.train_cfg.softmax == "reduce" or self.comm.size == 1:
+        if self.train_cfg.softmax == "reduce" or self.comm.size == 1 or act is None:  # dense: no entries
             gmax = self.comm.allreduce(lmax, "max")
             with np.errstate(invalid="ignore", over="ignore"):
                 scaled = np.where(lsum > 0, lsum * np.exp(lmax - gmax), np.float32(0)).astype(np.float32)
@@ -147,10 +157,21 @@ class Network:
         local, full = self._hidden_forward(batch)
         h = full[-1]
         lab_ptr, lab_ids, inv_ylen = self._local_labels(batch)
-        act = self.output.select(h, lab_ptr, lab_ids, step)
-        lmax, lsum, llab = self.output.logits(h, act, inv_ylen)
-        gmax, gsum, loss = self._softmax_stats(act, lmax, lsum, llab, batch, inv_ylen)
-        dh = self.output.backward_update(h, act, inv_ylen, gmax, gsum, self.adam, adam_step)
+        if self.cfg.sampling.mode == "dense":  # the full softmax, by matrix products
+            z = self.output.full_logits(h)
+            lmax = z.max(axis=1)
+            lsum = np.exp(z - lmax[:, None]).sum(axis=1, dtype=np.float32)
+            sample = np.repeat(np.arange(batch.size), np.diff(lab_ptr))
+            llab = (np.bincount(sample, weights=z[sample, lab_ids], minlength=batch.size) * inv_ylen).astype(np.float32)
+            gmax, gsum, loss = self._softmax_stats(None, lmax, lsum, llab, batch, inv_ylen)
+            dh = self.output.full_backward_update(h, z, lab_ptr, lab_ids, inv_ylen, gmax, gsum, self.adam, adam_step)
+            active, head = batch.size * len(self.output.owned), batch.size * len(self.output.owned)
+        else:
+            act = self.output.select(h, lab_ptr, lab_ids, step)
+            lmax, lsum, llab = self.output.logits(h, act, inv_ylen)
+            gmax, gsum, loss = self._softmax_stats(act, lmax, lsum, llab, batch, inv_ylen)
+            dh = self.output.backward_update(h, act, inv_ylen, gmax, gsum, self.adam, adam_step)
+            active, head = len(act.ids), int(act.head.sum())
         # Back through the hidden layers: the dL/dh partials of all ranks are summed at each slice's owner.
         for i in range(len(self.hidden) - 1, -1, -1):
             da = self.comm.reduce_scatter_columns(dh, self.hidden_cols[i])
@@ -159,7 +180,7 @@ class Network:
                 layer.backward(batch.x_ptr, batch.x_idx, batch.x_val, local[0], da, self.adam, adam_step)
             else:
                 dh = layer.backward(full[i - 1], local[i], da, self.adam, adam_step)
-        return StepResult(loss=float(loss.mean()), active=len(act.ids))
+        return StepResult(loss=float(loss.mean()), active=active, head=head)
 
     # -- inference ------------------------------------------------------------------------------------------
 
@@ -183,6 +204,43 @@ class Network:
         cand_ids = np.concatenate(list(all_ids), axis=1)
         order = np.argsort(-cand_scores, axis=1, kind="stable")[:, :k]
         return np.take_along_axis(cand_ids, order, axis=1)
+
+    def retrieval_recall(self, batch: Batch, ks: tuple[int, ...] = (1, 5, 100), step: int = 0) -> dict[str, float]:
+        """Share of the full output layer's exact top-k logits that the tables retrieve (no labels, no padding),
+        mean over the batch, for each k; and what the tables retrieve per sample. Every rank gets the numbers."""
+        _, full = self._hidden_forward(batch)
+        h = full[-1]
+        K = max(ks)
+        scores, ids = self.output.exact_topk(h, K)
+        if scores.shape[1] < K:
+            pad = K - scores.shape[1]
+            scores = np.pad(scores, ((0, 0), (0, pad)), constant_values=-np.inf)
+            ids = np.pad(ids, ((0, 0), (0, pad)), constant_values=-1)
+        all_scores, all_ids = self.comm.gather_to_root(scores), self.comm.gather_to_root(ids)
+        top = None
+        if all_scores is not None:
+            cand_scores, cand_ids = np.concatenate(list(all_scores), axis=1), np.concatenate(list(all_ids), axis=1)
+            order = np.argsort(-cand_scores, axis=1, kind="stable")[:, :K]
+            top = np.take_along_axis(cand_ids, order, axis=1)
+        top = self.comm.bcast_object(top)
+        B = batch.size
+        retrieved = np.zeros(B, dtype=np.int64)
+        hit = np.zeros(top.shape, dtype=np.int64)
+        if self.output.tables is not None:
+            no_labels = np.zeros(B + 1, dtype=np.int64)
+            act = self.output.sampler.select(h, no_labels, np.zeros(0, np.int32), step, pad=False, record=False)
+            n = np.int64(len(self.output.owned))
+            have = np.repeat(np.arange(B, dtype=np.int64), np.diff(act.ptr)) * n + act.ids
+            local = self.out_g2l[np.maximum(top, 0)]
+            mine = (top >= 0) & (local >= 0)
+            query = np.arange(B, dtype=np.int64)[:, None] * n + local
+            hit = (mine & np.isin(query, have)).astype(np.int64)
+            retrieved = np.diff(act.ptr)
+        sums = self.comm.allreduce(np.concatenate([hit.ravel(), retrieved]))
+        hit, retrieved = sums[: hit.size].reshape(hit.shape), sums[hit.size :]
+        out = {f"recall_top{k}": float(hit[:, :k].mean()) for k in ks}
+        out["probe_retrieved_mean"] = float(retrieved.mean())
+        return out
 
     # -- checkpoints ----------------------------------------------------------------------------------------
 

@@ -1,4 +1,5 @@
-"""Which output neurons are active for each sample: labels, then the neurons LSH retrieves, then uniform padding.
+"""Which output neurons are active for each sample: labels, the frequent neurons (the commonest training labels),
+the neurons LSH retrieves, then uniform padding.
 
 One OutputSampler per rank, over the neurons that rank owns. It holds the hash family, the tables and their
 rebuild schedule, and counts what it does (SamplingStats), so a run can show whether the tables really find
@@ -31,7 +32,8 @@ class ActiveSet:
     ptr: np.ndarray  # int64 (B + 1,)
     ids: np.ndarray  # int32 (nnz,)
     n_lab: np.ndarray  # int64 (B,) this rank's labels, at the front of each sample's list
-    head: np.ndarray  # int64 (B,) labels + retrieved; entries after them are uniform padding
+    head: np.ndarray  # int64 (B,) labels + frequent + retrieved; entries after them are uniform padding
+    fixed: np.ndarray  # int64 (B,) labels + frequent; entries from there to head came from the tables
     wt: np.ndarray  # float32 (nnz,) weight in the softmax normaliser: 1, or (N - head) / padding for padding
     samples: np.ndarray  # int32 (nnz,) the sample of each entry
     rows: np.ndarray  # the entries grouped by neuron: row rows[u] has entries perm[rptr[u]:rptr[u+1]]
@@ -46,19 +48,23 @@ class SamplingStats:
 
     samples: int = 0
     labels: int = 0  # active entries that were labels
-    retrieved: int = 0  # ... that came from the tables (labels found there count as labels)
+    frequent: int = 0  # ... that were frequent neurons (not labels)
+    retrieved: int = 0  # ... that came from the tables (labels and frequent neurons found there count as such)
     padding: int = 0  # ... that were uniform padding
     head_sample: list[np.ndarray] = field(default_factory=list)  # labels + retrieved of the first samples
+    # (SLIDE's counter: the frequent neurons are left out, so the figure is what the tables return)
     rebuilds: int = 0
     rebuild_seconds: float = 0.0
     buckets: dict[str, float] = field(default_factory=dict)  # occupancy after the latest rebuild
 
-    def add(self, head: np.ndarray, n_lab: np.ndarray, count: np.ndarray) -> None:
+    def add(self, head: np.ndarray, fixed: np.ndarray, n_lab: np.ndarray, count: np.ndarray) -> None:
         self.samples += len(head)
         self.labels += int(n_lab.sum())
-        self.retrieved += int((head - n_lab).sum())
+        self.frequent += int((fixed - n_lab).sum())
+        self.retrieved += int((head - fixed).sum())
         self.padding += int((count - head).sum())
-        self.head_sample.append(head[:STATS_SAMPLES_PER_STEP].astype(np.int32))
+        retrieved = head - fixed + n_lab
+        self.head_sample.append(retrieved[:STATS_SAMPLES_PER_STEP].astype(np.int32))
 
 
 def bucket_occupancy(offsets: np.ndarray, num_neurons: int, capacity: int) -> dict[str, float]:
@@ -104,6 +110,16 @@ class OutputSampler:
         self.family = self.tables = self.schedule = None
         self.marks = np.zeros((numba.get_num_threads(), n), dtype=np.int32)
         self.slot = np.full(n, -1, dtype=np.int32)
+        self.frequent = np.zeros(0, dtype=np.int32)
+
+    def set_frequent(self, label_counts: np.ndarray, owned: np.ndarray) -> None:
+        """The cfg.frequent commonest labels over all ranks (ties by id); this rank keeps those it owns."""
+        if self.dense or self.cfg.frequent <= 0:
+            return
+        order = np.lexsort((np.arange(len(label_counts)), -np.asarray(label_counts)))[: self.cfg.frequent]
+        top = np.zeros(len(label_counts), dtype=bool)
+        top[order[np.asarray(label_counts)[order] > 0]] = True
+        self.frequent = np.flatnonzero(top[owned]).astype(np.int32)
 
     @property
     def uses_tables(self) -> bool:
@@ -171,21 +187,23 @@ class OutputSampler:
             self.marks = np.zeros((numba.get_num_threads(), self.n), dtype=np.int32)
         codes, offsets, ids = self._codes(h)
         min_active, pad_threshold, tail = (self.min_active, self.pad_threshold, self.tail) if pad else (0, 0, 0)
-        ub = active_upper_bounds(codes, offsets, lab_ptr, min_active, tail, self.n)
+        frequent = self.frequent if pad else np.zeros(0, dtype=np.int32)
+        ub = active_upper_bounds(codes, offsets, lab_ptr, len(frequent), min_active, tail, self.n)
         buf_ptr = np.zeros(len(ub) + 1, dtype=np.int64)
         np.cumsum(ub, out=buf_ptr[1:])
         buf = np.empty(buf_ptr[-1], dtype=np.int32)
         count = np.empty(len(ub), dtype=np.int64)
         head = np.empty(len(ub), dtype=np.int64)
+        fixed = np.empty(len(ub), dtype=np.int64)
         seed = (self.hash_seed * 31 + 17) % (2**31)  # differs per rank: ranks pad from independent streams
         select_active(
-            codes, offsets, ids, lab_ptr, lab_ids, self.n, self.cfg.strategy == "topk", self.topk,
-            min_active, pad_threshold, tail, seed, step, buf_ptr, buf, count, head, self.marks,
+            codes, offsets, ids, lab_ptr, lab_ids, frequent, self.n, self.cfg.strategy == "topk", self.topk,
+            min_active, pad_threshold, tail, seed, step, buf_ptr, buf, count, head, fixed, self.marks,
         )  # fmt: skip
         ptr, act_ids = compact(buf, buf_ptr, count)
         n_lab = np.diff(lab_ptr)
         if record:
-            self.stats.add(head, n_lab, count)
+            self.stats.add(head, fixed, n_lab, count)
         samples = np.repeat(np.arange(len(count), dtype=np.int32), count)
         wt = np.ones(len(act_ids), dtype=np.float32)
         n_pad = count - head
@@ -194,7 +212,7 @@ class OutputSampler:
             is_pad = np.arange(len(act_ids)) - ptr[samples] >= head[samples]
             wt[is_pad] = tail_w[samples[is_pad]]
         rows, rptr, perm = group_by_row(act_ids, self.n, self.slot, all_rows)
-        return ActiveSet(ptr, act_ids, n_lab, head, wt, samples, rows, rptr, perm)
+        return ActiveSet(ptr, act_ids, n_lab, head, fixed, wt, samples, rows, rptr, perm)
 
     def reset_stats(self) -> SamplingStats:
         old, self.stats = self.stats, SamplingStats(buckets=dict(self.stats.buckets))
@@ -203,7 +221,7 @@ class OutputSampler:
     # -- checkpoints -----------------------------------------------------------------------------------
 
     def state(self, prefix: str) -> dict[str, np.ndarray]:
-        out = {f"{prefix}redraws": np.array(self.redraws)}
+        out = {f"{prefix}redraws": np.array(self.redraws), f"{prefix}frequent": self.frequent}
         if self.tables is not None:
             out.update({f"{prefix}family.{k}": v for k, v in self.family.state().items()})
             out[f"{prefix}tables.offsets"] = self.tables.offsets
@@ -212,6 +230,7 @@ class OutputSampler:
 
     def load_state(self, prefix: str, state: dict[str, np.ndarray]) -> None:
         self.redraws = int(state[f"{prefix}redraws"])
+        self.frequent = np.ascontiguousarray(state.get(f"{prefix}frequent", self.frequent), dtype=np.int32)
         if self.tables is not None:
             fam = f"{prefix}family."
             self.family.load_state({k[len(fam) :]: v for k, v in state.items() if k.startswith(fam)})

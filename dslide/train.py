@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -44,13 +45,16 @@ class Position:
     bytes_received: int = 0
     eval_bytes: int = 0  # sent by the held-out evaluations during the epoch
     first_step_s: float | None = None  # includes warm-up (loading compiled kernels); extrapolations count it once
+    recall_seconds: float = 0.0  # the recall probes' time, kept out of train_seconds
+    recall: dict[str, float] = field(default_factory=dict)  # the epoch's latest probe
     records: list[dict[str, Any]] = field(default_factory=list)
 
     def start_epoch(self) -> None:
         self.step_in_epoch = 0
         self.eval_bytes = 0
         self.first_step_s = None
-        self.loss_sum = self.active_sum = self.train_seconds = self.comm_seconds = 0.0
+        self.loss_sum = self.active_sum = self.train_seconds = self.comm_seconds = self.recall_seconds = 0.0
+        self.recall = {}
         self.samples = self.bytes_sent = self.bytes_received = 0
 
 
@@ -82,7 +86,10 @@ def evaluate(net: Network, ds: SparseDataset, mode: str, batch_size: int = 512, 
     if not tops:
         return {}
     top = np.concatenate(tops)
-    return {f"p@{k}": precision_at_k(top, ds.label_indptr, ds.label_indices, k) for k in (1, 3, 5)}
+    out = {f"p@{k}": precision_at_k(top, ds.label_indptr, ds.label_indices, k) for k in (1, 3, 5)}
+    # a collapsed model gives (almost) every point the same top-1
+    out["top1_concentration"] = float(np.unique(top[:, 0], return_counts=True)[1].max() / len(top)) if len(top) else 0.0
+    return out
 
 
 class _Progress:
@@ -130,6 +137,7 @@ def train(
     """Train for cfg.epochs; returns the per-epoch metrics records (rank 0 also writes them)."""
     comm = comm or Communicator()
     numba.set_num_threads(cfg.threads)
+    net_cfg = dataclasses.replace(net_cfg, input_sq_norm=train_ds.mean_sq_norm())
     check_consistency(comm, net_cfg, cfg, train_ds, test_ds)
     out_dir = Path(out_dir)
     ckpt_dir = out_dir / "checkpoint"
@@ -138,7 +146,8 @@ def train(
     if comm.rank == 0:
         out_dir.mkdir(parents=True, exist_ok=True)
         checkpoint.atomic_write_text(out_dir / "ranks.json", json.dumps(dict(enumerate(ranks)), indent=1))
-    net = Network(net_cfg, cfg, comm)
+    label_counts = np.bincount(train_ds.label_indices, minlength=net_cfg.num_labels)
+    net = Network(net_cfg, cfg, comm, label_counts)
     pos = Position()
     if resume:
         loaded = checkpoint.load(ckpt_dir, comm)
@@ -147,6 +156,9 @@ def train(
             net.load_state(arrays)
             pos = Position(**meta["position"])
     eval_slice = test_ds.subset(np.arange(min(cfg.eval_slice, len(test_ds))))
+    probe_rows = np.random.default_rng([cfg.seed, 99]).permutation(len(train_ds))[: cfg.recall_points]
+    recall_probe = Batch.from_dataset(train_ds, np.sort(probe_rows))
+    popular = int(np.argmax(label_counts)) if len(label_counts) else 0
     steps_per_epoch = num_batches(len(train_ds), cfg.batch_size)
     run_steps = min(steps_per_epoch, cfg.max_steps) if cfg.max_steps else steps_per_epoch
     progress = _Progress(cfg.progress and comm.rank == 0)
@@ -190,7 +202,8 @@ def train(
                 pos.global_step += 1
                 speed = pos.samples / max(pos.train_seconds, 1e-9)
                 progress.update(
-                    f"{speed:,.0f} samples/s  loss {res.loss:.3f}  active/sample {res.active / len(rows):,.0f}{where}"
+                    f"{speed:,.0f} samples/s  loss {res.loss:.3f}  active/sample {res.active / len(rows):,.0f} "
+                    f"(labels+LSH {res.head / len(rows):,.0f}){where}"
                 )
                 if comm.rank == 0 and time.monotonic() - last_progress_line > 1.0:
                     # one line a second for outside watchers (the harness's live status)
@@ -199,6 +212,16 @@ def train(
                             "samples_per_s": speed, "loss": res.loss}  # fmt: skip
                     with open(out_dir / "progress.jsonl", "a") as f:
                         f.write(json.dumps(line) + "\n")
+                if cfg.recall_every and net.output.tables is not None and pos.global_step % cfg.recall_every == 0:
+                    t_probe = time.perf_counter()
+                    sent = comm.stats.total_sent()
+                    pos.recall = net.retrieval_recall(recall_probe, step=pos.global_step)
+                    pos.recall_seconds += time.perf_counter() - t_probe
+                    pos.eval_bytes += comm.stats.total_sent() - sent
+                    if comm.rank == 0:
+                        line = {"epoch": pos.epoch + 1, "step": pos.global_step, **pos.recall}
+                        with open(out_dir / "recall.jsonl", "a") as f:
+                            f.write(json.dumps(line) + "\n")
                 if cfg.eval_every and pos.global_step % cfg.eval_every == 0:
                     comm.reset_stats()
                     scores = evaluate(net, eval_slice, cfg.eval_mode, step=pos.global_step)
@@ -214,7 +237,7 @@ def train(
                             f.write(json.dumps(line) + "\n")
                 if cfg.checkpoint_every and pos.global_step % cfg.checkpoint_every == 0:
                     save_checkpoint()
-            record = _epoch_record(net, comm, cfg, pos, test_ds, steps_per_epoch)
+            record = _epoch_record(net, comm, cfg, pos, test_ds, steps_per_epoch, popular)
             pos.records.append(record)
             pos.epoch += 1
             pos.start_epoch()
@@ -227,8 +250,43 @@ def train(
     return pos.records
 
 
+def _sampling_record(net: Network, comm: Communicator) -> dict[str, Any]:
+    """What the output layer's sampler did this epoch, over all ranks (rank 0's tables for bucket occupancy is
+    not enough: every rank has its own, so their figures are averaged).
+
+    lsh_retrieved_*: per sample, the labels plus the neurons the tables returned before any padding, summed
+    over ranks (SLIDE's own counter; the frequent neurons left out), on the first 16 samples of every batch.
+    *_share: where the active entries came from (labels, frequent neurons, tables, uniform padding).
+    """
+    s = net.output.sampler.reset_stats()
+    heads = np.concatenate(s.head_sample).astype(np.int64) if s.head_sample else np.zeros(0, np.int64)
+    heads = comm.allreduce(heads)
+    parts = comm.allreduce(np.array([s.labels, s.frequent, s.retrieved, s.padding], dtype=np.int64)).astype(float)
+    total = max(parts.sum(), 1.0)
+    out: dict[str, Any] = {
+        "lsh_retrieved_mean": float(heads.mean()) if len(heads) else None,
+        "lsh_retrieved_p50": float(np.percentile(heads, 50)) if len(heads) else None,
+        "lsh_retrieved_p95": float(np.percentile(heads, 95)) if len(heads) else None,
+        "label_share": parts[0] / total,
+        "frequent_share": parts[1] / total,
+        "lsh_share": parts[2] / total,
+        "padding_share": parts[3] / total,
+        "rebuilds": int(comm.max_scalar(s.rebuilds)),
+        "rebuild_time_s": comm.max_scalar(s.rebuild_seconds),
+    }
+    for key, value in s.buckets.items():
+        out[key] = comm.sum_scalar(value) / comm.size
+    return out
+
+
 def _epoch_record(
-    net: Network, comm: Communicator, cfg: TrainConfig, pos: Position, test_ds: SparseDataset, steps_per_epoch: int
+    net: Network,
+    comm: Communicator,
+    cfg: TrainConfig,
+    pos: Position,
+    test_ds: SparseDataset,
+    steps_per_epoch: int,
+    popular: int,
 ) -> dict[str, Any]:
     """The epoch's metrics line: test P@k, time, throughput, and communication summed over ranks."""
     t0 = time.perf_counter()
@@ -237,6 +295,8 @@ def _epoch_record(
         test_ds = test_ds.subset(np.arange(min(cfg.test_points, len(test_ds))))
     scores = evaluate(net, test_ds, cfg.eval_mode, step=pos.global_step)
     eval_seconds = time.perf_counter() - t0
+    always_popular = np.full((len(test_ds), 1), popular, dtype=np.int64)
+    popularity = precision_at_k(always_popular, test_ds.label_indptr, test_ds.label_indices, 1)
     eval_bytes = comm.stats.total_sent() + pos.eval_bytes
     comm.reset_stats()
     active = comm.sum_scalar(pos.active_sum)
@@ -253,6 +313,8 @@ def _epoch_record(
         "p@1": scores.get("p@1"),
         "p@3": scores.get("p@3"),
         "p@5": scores.get("p@5"),
+        "popularity_p@1": popularity,  # always predicting the commonest training label
+        "top1_concentration": scores.get("top1_concentration"),  # share of test points given the commonest top-1
         "loss": pos.loss_sum / samples,  # every rank computed the same, global, loss
         "epoch_time_s": train_seconds,
         "first_step_s": comm.max_scalar(pos.first_step_s or 0.0),
@@ -271,4 +333,7 @@ def _epoch_record(
         "eval_bytes_sent": int(comm.sum_scalar(eval_bytes)),
         "eval_mode": cfg.eval_mode,
         "test_points": len(test_ds),
+        **_sampling_record(net, comm),
+        **pos.recall,
+        "recall_time_s": comm.max_scalar(pos.recall_seconds),
     }

@@ -126,3 +126,20 @@ def adam_at(
         m[r] = mk
         v[r] = vk
         w[r] -= lr * (mk / c1) / (math.sqrt(vk / c2) + eps)
+
+
+@numba.njit(parallel=True, fastmath=True, cache=True)
+def adam_dense(
+    w: np.ndarray, m: np.ndarray, v: np.ndarray, grad: np.ndarray, lr: float, beta1: float, beta2: float, eps: float,
+    step: int,
+) -> None:  # fmt: skip
+    """Adam on every entry of a flat parameter (the full softmax's output layer): one pass, no temporaries."""
+    c1 = 1.0 - beta1**step
+    c2 = 1.0 - beta2**step
+    for r in numba.prange(len(w)):
+        g = grad[r]
+        mk = beta1 * m[r] + (1.0 - beta1) * g
+        vk = beta2 * v[r] + (1.0 - beta2) * g * g
+        m[r] = mk
+        v[r] = vk
+        w[r] -= lr * (mk / c1) / (math.sqrt(vk / c2) + eps)

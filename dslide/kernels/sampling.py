@@ -1,7 +1,8 @@
-"""Choose the active output neurons of every sample: labels first, then LSH buckets, then uniform padding.
+"""Choose the active output neurons of every sample: labels, the frequent neurons, LSH buckets, uniform padding.
 
-A sample's active list is [labels | retrieved from the buckets | uniform padding]: `head[b]` counts the first
-two parts (SLIDE's "retrieved" counter), the rest is padding drawn uniformly from the neurons not in the head.
+A sample's active list is [labels | frequent | retrieved from the buckets | uniform padding]: `fixed[b]` counts
+the first two parts, `head[b]` the first three; the rest is padding drawn uniformly from the neurons not in
+the head.
 """
 
 from __future__ import annotations
@@ -14,13 +15,19 @@ from dslide.kernels.rng import hash4
 
 @numba.njit(cache=True)
 def active_upper_bounds(
-    codes: np.ndarray, offsets: np.ndarray, lab_ptr: np.ndarray, min_active: int, tail: int, n_neurons: int
+    codes: np.ndarray,
+    offsets: np.ndarray,
+    lab_ptr: np.ndarray,
+    n_frequent: int,
+    min_active: int,
+    tail: int,
+    n_neurons: int,
 ) -> np.ndarray:
     """An upper bound on each sample's active count, to size the output buffer before filling it."""
     B, L = codes.shape
     ub = np.empty(B, dtype=np.int64)
     for b in range(B):
-        total = lab_ptr[b + 1] - lab_ptr[b] + max(min_active, tail)
+        total = lab_ptr[b + 1] - lab_ptr[b] + n_frequent + max(min_active, tail)
         for t in range(L):
             c = codes[b, t]
             total += offsets[t, c + 1] - offsets[t, c]
@@ -35,18 +42,20 @@ def select_active(
     ids: np.ndarray,  # int32 (L, N) neuron ids grouped by bucket
     lab_ptr: np.ndarray,  # int64 (B + 1,) this rank's labels of each sample ...
     lab_ids: np.ndarray,  # int32 ... as local neuron ids
+    frequent: np.ndarray,  # int32: neurons active for every sample after its labels (the commonest labels)
     n_neurons: int,
     use_topk: bool,
     topk: int,
     min_active: int,  # pad with uniform neurons up to this many ...
-    pad_threshold: int,  # ... when the head (labels + retrieved) is smaller than this
+    pad_threshold: int,  # ... when the head (labels + frequent + retrieved) is smaller
     tail: int,  # and always add at least this many uniform neurons (the tail estimate of the normaliser)
     seed: int,  # padding randomness: hash4(seed, step, sample, attempt); callers make it differ per rank
     step: int,
     buf_ptr: np.ndarray,  # int64 (B + 1,) prefix sums of active_upper_bounds
     buf: np.ndarray,  # int32 (buf_ptr[-1],) output: sample b's active ids in buf[buf_ptr[b]:...]
     count: np.ndarray,  # int64 (B,) output: how many were written
-    head: np.ndarray,  # int64 (B,) output: how many of them are labels or retrieved (the rest is padding)
+    head: np.ndarray,  # int64 (B,) output: how many of them are labels, frequent or retrieved (the rest is padding)
+    fixed: np.ndarray,  # int64 (B,) output: how many are labels or frequent (the rest of the head was retrieved)
     marks: np.ndarray,  # int32 (threads, n_neurons) zeroed scratch, left zeroed
 ) -> None:
     B, L = codes.shape
@@ -63,8 +72,15 @@ def select_active(
                     mark[j] = -1
                     buf[base + n] = j
                     n += 1
-            n_labels = n
-            # 2. neurons retrieved from the L buckets (mark = times seen, for top-k)
+            # 2. the frequent neurons, for every sample
+            for j in frequent:
+                if mark[j] == 0:
+                    mark[j] = -1
+                    buf[base + n] = j
+                    n += 1
+            fixed[b] = n
+            n_fixed = n
+            # 3. neurons retrieved from the L buckets (mark = times seen, for top-k)
             for tb in range(L):
                 c = codes[b, tb]
                 for e in range(offsets[tb, c], offsets[tb, c + 1]):
@@ -74,8 +90,8 @@ def select_active(
                         n += 1
                     if mark[j] >= 0:
                         mark[j] += 1
-            if use_topk and n - n_labels > topk:
-                cand = buf[base + n_labels : base + n]
+            if use_topk and n - n_fixed > topk:
+                cand = buf[base + n_fixed : base + n]
                 freq = np.empty(len(cand), dtype=np.int64)
                 for i in range(len(cand)):
                     # ties broken by id so the choice is deterministic
@@ -87,9 +103,9 @@ def select_active(
                 for i in range(topk):
                     cand[i] = chosen[i]
                     mark[chosen[i]] = 1
-                n = n_labels + topk
+                n = n_fixed + topk
             head[b] = n
-            # 3. uniform padding from the neurons not yet active: up to min_active when the head is small,
+            # 4. uniform padding from the neurons not yet active: up to min_active when the head is small,
             # and at least `tail` of them in any case
             want = n + tail
             if n < pad_threshold:

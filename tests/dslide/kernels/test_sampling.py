@@ -11,20 +11,22 @@ from dslide.lsh.tables import LSHTables
 
 
 def run(codes, tables, lab_ptr, lab_ids, n, *, topk=0, min_active=0, pad_threshold=0, tail=0, threads=1, step=0,
-        with_head=False):  # fmt: skip
+        with_head=False, frequent=(), seed=11):  # fmt: skip
     numba.set_num_threads(threads)
-    ub = active_upper_bounds(codes, tables.offsets, lab_ptr, min_active, tail, n)
+    frequent = np.asarray(frequent, dtype=np.int32)
+    ub = active_upper_bounds(codes, tables.offsets, lab_ptr, len(frequent), min_active, tail, n)
     buf_ptr = np.r_[0, np.cumsum(ub)].astype(np.int64)
     buf = np.empty(buf_ptr[-1], dtype=np.int32)
     count = np.empty(len(ub), dtype=np.int64)
     head = np.empty(len(ub), dtype=np.int64)
+    fixed = np.empty(len(ub), dtype=np.int64)
     marks = np.zeros((threads, n), dtype=np.int32)
-    select_active(codes, tables.offsets, tables.ids, lab_ptr, lab_ids, n, topk > 0, topk, min_active,
-                  pad_threshold, tail, 11, step, buf_ptr, buf, count, head, marks)  # fmt: skip
+    select_active(codes, tables.offsets, tables.ids, lab_ptr, lab_ids, frequent, n, topk > 0, topk, min_active,
+                  pad_threshold, tail, seed, step, buf_ptr, buf, count, head, fixed, marks)  # fmt: skip
     assert not marks.any()  # scratch left clean for the next call
     ptr, ids = compact(buf, buf_ptr, count)
     active = [ids[ptr[b] : ptr[b + 1]] for b in range(len(count))]
-    return (active, head) if with_head else active
+    return (active, head, fixed) if with_head else active
 
 
 @pytest.fixture
@@ -82,8 +84,8 @@ def test_min_active_at_least_n_makes_every_neuron_active(setup):
 
 def test_head_counts_labels_and_retrieved_and_tail_is_always_added(setup):
     neuron_codes, tables, codes, labels, lab_ptr, lab_ids, n = setup
-    plain, head0 = run(codes, tables, lab_ptr, lab_ids, n, with_head=True)
-    padded, head = run(codes, tables, lab_ptr, lab_ids, n, tail=7, min_active=0, pad_threshold=0, with_head=True)
+    plain, head0, _ = run(codes, tables, lab_ptr, lab_ids, n, with_head=True)
+    padded, head, _ = run(codes, tables, lab_ptr, lab_ids, n, tail=7, min_active=0, pad_threshold=0, with_head=True)
     np.testing.assert_array_equal(head, head0)
     for b in range(len(plain)):
         assert head[b] == len(plain[b])  # labels + bucket union, nothing padded
@@ -95,14 +97,22 @@ def test_head_counts_labels_and_retrieved_and_tail_is_always_added(setup):
 
 def test_padding_seed_changes_the_padding(setup):
     """Ranks pass different seeds so their padding streams are independent (not the same local ids)."""
+    _, tables, codes, _, lab_ptr, lab_ids, n = setup
+    out = [run(codes, tables, lab_ptr, lab_ids, n, tail=20, seed=seed) for seed in (1, 2)]
+    assert any(not np.array_equal(a, b) for a, b in zip(*out, strict=True))
+
+
+def test_frequent_neurons_follow_the_labels_once_each_and_are_never_padding(setup):
     neuron_codes, tables, codes, labels, lab_ptr, lab_ids, n = setup
-    ub = active_upper_bounds(codes, tables.offsets, lab_ptr, 50, 0, n)
-    out = []
-    for seed in (1, 2):
-        buf_ptr = np.r_[0, np.cumsum(ub)].astype(np.int64)
-        buf = np.empty(buf_ptr[-1], dtype=np.int32)
-        count, head = np.empty(len(ub), np.int64), np.empty(len(ub), np.int64)
-        select_active(codes, tables.offsets, tables.ids, lab_ptr, lab_ids, n, False, 0, 50, 60, 0, seed, 0,
-                      buf_ptr, buf, count, head, np.zeros((1, n), np.int32))  # fmt: skip
-        out.append(buf.copy())
-    assert not np.array_equal(out[0], out[1])
+    frequent = [5, 17, 3, 199]
+    out, head, fixed = run(codes, tables, lab_ptr, lab_ids, n, frequent=frequent, min_active=60, pad_threshold=80,
+                           with_head=True)  # fmt: skip
+    for b, active in enumerate(out):
+        k = len(labels[b])
+        assert list(active[:k]) == list(labels[b])
+        extra = [j for j in frequent if j not in set(labels[b])]
+        assert list(active[k : k + len(extra)]) == extra
+        assert fixed[b] == k + len(extra) <= head[b]
+        in_buckets = set(np.flatnonzero((neuron_codes == codes[b]).any(axis=1)))
+        assert set(active[: head[b]]) == in_buckets | set(labels[b]) | set(frequent)
+        assert len(set(active)) == len(active) >= 60

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 MASK64 = (1 << 64) - 1
@@ -59,6 +61,18 @@ def table_codes(hashes: list[int], K: int, bits: int, R: int, mul: np.ndarray, a
     return codes
 
 
+def slide_table_codes(hashes: list[int], K: int, bits: int, R: int) -> list[int]:
+    """SLIDE's LSH::hashesToIndex for WTA/DWTA: shift by floor(ln(2**bits)) per hash, add, keep R bits."""
+    shift = int(math.floor(math.log(2**bits)))
+    codes = []
+    for t in range(len(hashes) // K):
+        code = 0
+        for k, h in enumerate(hashes[t * K : (t + 1) * K]):
+            code += h << (shift * (K - 1 - k))
+        codes.append(code & ((1 << R) - 1))
+    return codes
+
+
 def wta_reference(fam, x: np.ndarray) -> np.ndarray:
     """Codes of the rows of x under fam (a WTA or DWTA instance), computed one Python loop at a time."""
     out = []
@@ -68,7 +82,10 @@ def wta_reference(fam, x: np.ndarray) -> np.ndarray:
             hashes = densified(winners, int(fam.probe_key[0]))
         else:
             hashes = [w if w is not None else 0 for w in winners]
-        out.append(table_codes(hashes, fam.bits_per_table, fam.bits, fam.range_pow, fam.fold_mul, fam.fold_add))
+        if getattr(fam, "slide_layout", False):
+            out.append(slide_table_codes(hashes, fam.bits_per_table, fam.bits, fam.range_pow))
+        else:
+            out.append(table_codes(hashes, fam.bits_per_table, fam.bits, fam.range_pow, fam.fold_mul, fam.fold_add))
     return np.array(out, dtype=np.int64)
 
 

@@ -58,3 +58,26 @@ def test_zeros_are_missing_not_values() -> None:
     x = np.zeros((1, 8), np.float32)
     x[0, fam.bin_coords[0, 5]] = -1.0
     assert fam.hash(x)[0, 0] == 5
+
+
+def test_slide_layout_matches_slides_index_formula() -> None:
+    fam = DWTA(dim=128, bits_per_table=6, num_tables=20, range_pow=18, bin_size=8, seed=4, slide_layout=True)
+    x = relu_sparse(np.random.default_rng(5), 40, 128, zero_frac=0.5)
+    np.testing.assert_array_equal(fam.hash(x), wta_reference(fam, x))
+
+
+def test_slide_layout_crowds_buckets_so_queries_retrieve_thousands() -> None:
+    # The cause of SLIDE's ~3,000 neurons per query at K=6, L=50, R=18 (issue 10): its overlapping 2-bit
+    # shifts give ~9,600 distinct, unevenly filled codes per table, where packing 6 x 3 bits gives 2**18.
+    # Measured on 100,000 Gaussian neuron vectors; packed buckets hold ~1 neuron, SLIDE's many.
+    gen = np.random.default_rng(6)
+    w = gen.standard_normal((100_000, 128)).astype(np.float32)
+    q = relu_sparse(gen, 64, 128, zero_frac=0.5)
+    found = {}
+    for slide in (False, True):
+        fam = DWTA(dim=128, bits_per_table=6, num_tables=10, range_pow=18, bin_size=8, seed=7, slide_layout=slide)
+        wc, qc = fam.hash(w), fam.hash(q)
+        assert len(np.unique(wc[:, 0])) < (12_000 if slide else 2**18)
+        # neurons sharing at least one bucket with each query (the union of its L buckets)
+        found[slide] = np.mean([(wc == qc[i]).any(axis=1).sum() for i in range(len(q))])
+    assert found[True] > 20 * found[False]

@@ -1,0 +1,78 @@
+"""OutputSampler: quotas, where the active entries come from, the weighted padding, bucket occupancy."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dslide.config import LSHConfig, SamplingConfig, ScheduleConfig
+from dslide.sampler import OutputSampler, bucket_occupancy
+
+
+def sampler(n: int, mode: str = "uniform", **sampling) -> OutputSampler:
+    cfg = SamplingConfig(mode=mode, **sampling)
+    s = OutputSampler(n, n, 16, LSHConfig(range_pow=6, bits_per_table=2, num_tables=4), cfg, ScheduleConfig(), 3)
+    s.init_tables(np.random.default_rng(0).standard_normal((n, 16)).astype(np.float32))
+    return s
+
+
+def labels(B: int, n: int, per: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    ids = np.concatenate([rng.choice(n, per, replace=False) for _ in range(B)]).astype(np.int32)
+    return np.arange(0, B * per + 1, per, dtype=np.int64), ids
+
+
+def test_weighted_padding_makes_the_normaliser_unbiased():
+    # Regression (issue 10, collapse): padding with weight 1 puts ~1,000 of 670,091 neurons in the softmax's
+    # normaliser, so the loss barely pushes unretrieved logits down and every input drifts to the same labels.
+    # Weighted by (N - head) / padding, sum(wt * exp(z)) estimates the full normaliser without bias.
+    n, B = 5000, 64
+    z_all = np.random.default_rng(1).normal(0, 1.5, n)
+    lab_ptr, lab_ids = labels(B, n, 3)
+    h = np.ones((B, 16), np.float32)
+    full = np.exp(z_all).sum()
+    estimates = []
+    for step in range(40):
+        act = sampler(n, min_active=50, pad_threshold=100).select(h, lab_ptr, lab_ids, step)
+        per_sample = np.bincount(act.samples, weights=act.wt * np.exp(z_all[act.ids]), minlength=B)
+        estimates.append(per_sample)
+    estimates = np.concatenate(estimates)
+    assert abs(estimates.mean() / full - 1) < 0.02
+    plain = sampler(n, min_active=50, pad_threshold=100, weighted_tail=False).select(h, lab_ptr, lab_ids, 0)
+    assert np.all(plain.wt == 1)
+    assert np.bincount(plain.samples, weights=np.exp(z_all[plain.ids])).mean() < 0.05 * full
+
+
+def test_padding_weights_count_every_neuron_outside_the_head():
+    n, B = 400, 8
+    lab_ptr, lab_ids = labels(B, n, 2)
+    act = sampler(n, min_active=30, pad_threshold=100, tail=5).select(np.ones((B, 16), np.float32), lab_ptr, lab_ids, 0)
+    for b in range(B):
+        wt = act.wt[act.ptr[b] : act.ptr[b + 1]]
+        head = act.head[b]
+        assert np.all(wt[:head] == 1)
+        np.testing.assert_allclose(wt[head:].sum(), n - head, rtol=1e-5)
+
+
+def test_stats_count_labels_retrieved_and_padding():
+    n, B = 3000, 16
+    s = sampler(n, mode="lsh", min_active=200, pad_threshold=300)
+    lab_ptr, lab_ids = labels(B, n, 3)
+    h = np.abs(np.random.default_rng(2).standard_normal((B, 16))).astype(np.float32)
+    act = s.select(h, lab_ptr, lab_ids, 0)
+    st = s.stats
+    assert st.samples == B and st.labels == 3 * B
+    assert st.labels + st.retrieved + st.padding == len(act.ids)
+    assert st.retrieved == int((act.head - 3).sum()) > 0
+    assert st.rebuilds == 1 and st.buckets["bucket_fill_mean"] > 0
+    s.select(h, lab_ptr, lab_ids, 0, record=False)
+    assert s.stats.samples == B
+    assert s.reset_stats().samples == B and s.stats.samples == 0
+
+
+def test_bucket_occupancy():
+    # two tables of four buckets: sizes [3, 0, 1, 0] and [2, 2, 0, 0]; capacity 2; 4 neurons
+    offsets = np.array([[0, 3, 3, 4, 4], [0, 2, 4, 4, 4]], dtype=np.int32)
+    occ = bucket_occupancy(offsets, 4, 2)
+    assert occ["bucket_fill_mean"] == 2.0
+    assert occ["buckets_full_share"] == 0.75
+    assert occ["neurons_dropped_share"] == 0.0
