@@ -57,7 +57,7 @@ def _hidden(_ctx, _param, value: str) -> tuple[int, ...]:
     help="lsh: SLIDE; uniform: labels + uniform negatives (no tables); dense: the full softmax.",
 )
 @click.option("--hash", "family", type=click.Choice(["dwta", "srp", "wta"]), default="dwta", show_default=True)
-@click.option("--bits", "bits", default=6, show_default=True, help="K: hashes per table.")
+@click.option("--bits", "bits", default=5, show_default=True, help="K: hashes per table.")
 @click.option("--tables", default=50, show_default=True, help="L: hash tables.")
 @click.option("--range-pow", default=18, show_default=True, help="R: 2**R buckets per table.")
 @click.option("--bin-size", default=8, show_default=True, help="WTA/DWTA bin size.")
@@ -74,7 +74,7 @@ def _hidden(_ctx, _param, value: str) -> tuple[int, ...]:
 @click.option("--topk", default=3000, show_default=True, help="Active neurons kept with --strategy topk.")
 @click.option("--min-active", default=1000, show_default=True, help="Pad with random neurons up to this many ...")
 @click.option("--pad-threshold", default=1500, show_default=True, help="... when fewer than this were retrieved.")
-@click.option("--tail", default=0, show_default=True, help="Uniform negatives always added per sample.")
+@click.option("--tail", default=200, show_default=True, help="Uniform negatives always added per sample.")
 @click.option(
     "--frequent", default=300, show_default=True, help="The commonest training labels, active for every sample."
 )

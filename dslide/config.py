@@ -14,7 +14,7 @@ class LSHConfig:
     """Hash tables of one layer: L tables of K hashes each, 2**range_pow buckets per table."""
 
     family: HashFamilyName = "dwta"
-    bits_per_table: int = 6  # K: hash functions concatenated per table
+    bits_per_table: int = 5  # K: hash functions concatenated per table (SLIDE: 6; 5 retrieves ~1,100 at Amazon)
     num_tables: int = 50  # L
     range_pow: int = 18  # R: buckets per table = 2**R
     bin_size: int = 8  # WTA/DWTA: coordinates compared per hash (log2(bin_size) bits each)
@@ -34,7 +34,8 @@ class SamplingConfig:
     topk: int = 3000  # strategy=topk: keep the k neurons seen in most buckets
     min_active: int = 1000  # pad with uniform neurons up to this many ...
     pad_threshold: int = 1500  # ... when fewer than this came back from the tables
-    tail: int = 0  # and always add this many uniform neurons (per sample, over all ranks)
+    tail: int = 200  # and always add this many uniform neurons (per sample, over all ranks): without them the
+    # normaliser misses every neuron the tables do not return, and training collapses (docs/engine.md)
     frequent: int = 300  # the commonest training labels, active for every sample (0: none; SLIDE has none)
     weighted_tail: bool = True  # padding stands for every unretrieved neuron in the softmax normaliser
 

@@ -260,5 +260,39 @@ def report_command(runs: str, out: str) -> None:
     click.echo(f"report: {write_report(Path(runs), Path(out))}")
 
 
+@main.command("time-to-accuracy")
+@click.option("--dataset", default="amazon670k-medium", show_default=True)
+@click.option("--epochs", type=click.IntRange(min=1), default=3, show_default=True)
+@click.option("--threads", type=click.IntRange(min=1), default=2, show_default=True)
+@click.option("--arms", default="defaults,slide,uniform,dense", show_default=True,
+              help="Comma-separated: defaults, slide, uniform (needs defaults first), dense.")  # fmt: skip
+@click.option("--eval-slice", default=2000, show_default=True, help="Held-out points evaluated along the way.")
+@click.option("--test-points", default=5000, show_default=True, help="Test points evaluated at each epoch end.")
+@click.option("--out", type=click.Path(file_okay=False), default=None,
+              help="Default: results/time-to-accuracy/DATASET.")  # fmt: skip
+def time_to_accuracy_command(
+    dataset: str, epochs: int, threads: int, arms: str, eval_slice: int, test_points: int, out: str | None
+) -> None:
+    """P@1 against wall-clock for each sampling arm, one after the other on this machine (resumable)."""
+    from pathlib import Path
+
+    from harness.time_to_accuracy import ARMS, run
+
+    names = [a.strip() for a in arms.split(",") if a.strip()]
+    unknown = [a for a in names if a not in ARMS]
+    if unknown:
+        raise click.BadParameter(f"unknown arms {unknown}; known: {', '.join(ARMS)}", param_hint="--arms")
+    target = Path(out) if out else Path("results/time-to-accuracy") / dataset
+    summary = run(dataset, epochs, threads, target, names, eval_slice, test_points)
+    for arm in summary["arms"]:
+        last = arm["epochs"][-1]
+        reach = arm["time_to_target_s"]
+        click.echo(
+            f"{arm['arm']:9s} P@1 {last['p@1']:.4f} after {last['epoch']} epochs, {last['train_s']:,.0f} s; "
+            f"target {summary['target_p@1']:.3f} at {'-' if reach is None else f'{reach:,.0f} s'} (measured)"
+        )
+    click.echo(f"-> {target / 'summary.json'}, {target / 'time-to-accuracy.png'}")
+
+
 if __name__ == "__main__":
     main()

@@ -1,0 +1,169 @@
+"""Time-to-accuracy: P@1 against training wall-clock for several sampling arms on one dataset, one machine.
+
+`harness time-to-accuracy --dataset amazon670k-medium --epochs 3` trains each arm with `dslide train` in turn
+(one after the other, never side by side: the machine's cores are shared), evaluating a fixed held-out slice
+a few times per epoch, then writes OUT/<arm>/ (the run), OUT/summary.json and OUT/time-to-accuracy.png.
+
+Arms (all on one node, the same threads):
+- defaults: the engine's defaults (LSH)
+- slide:    `--preset slide`, SLIDE's published Amazon-670K configuration
+- uniform:  labels + frequent labels + uniform negatives, padded to the defaults' measured active count:
+            the control that shows what the hash tables add
+- dense:    the full softmax
+
+Figures: P@1 and train_seconds are *measured* (clocks; evaluation time excluded); the target is 90% of the
+best epoch-end P@1 any arm reached, and an arm's time to it is the first held-out evaluation at or above it
+(*measured*, at evaluation granularity).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from harness.records import git_commit, machine_info
+
+ARMS: dict[str, list[str]] = {
+    "defaults": [],
+    "slide": ["--preset", "slide"],
+    "uniform": ["--sampling", "uniform"],  # + --min-active/--pad-threshold from the defaults' run
+    "dense": ["--sampling", "dense"],
+}
+EVALS_PER_EPOCH = 4
+TARGET_SHARE = 0.9
+
+
+def run_arm(
+    arm: str, dataset: str, epochs: int, threads: int, out: Path, extra: list[str], eval_slice: int, test_points: int
+) -> dict[str, Any]:
+    """Train one arm (resuming an interrupted one) and return its metrics and held-out curve."""
+    from dslide.data.registry import dataset_paths
+
+    train_path, _ = dataset_paths(dataset)
+    with open(train_path) as f:
+        points = int(f.readline().split()[0])  # XC header: points features labels
+    steps = math.ceil(points / 128)
+    work = out / arm
+    done = work / "metrics.jsonl"
+    if done.exists() and len(done.read_text().splitlines()) >= epochs:
+        return collect(arm, work)
+    command = [
+        sys.executable, "-m", "dslide.cli", "train", "--dataset", dataset, "--out", str(work),
+        "--epochs", str(epochs), "--threads", str(threads), "--no-progress",
+        "--eval-every", str(max(1, steps // EVALS_PER_EPOCH)), "--eval-slice", str(eval_slice),
+        "--test-points", str(test_points), *ARMS[arm], *extra,
+    ]  # fmt: skip
+    if (work / "checkpoint" / "LATEST").exists():
+        command.append("--resume")
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "command.txt").write_text(" ".join(command[2:]) + "\n")
+    subprocess.run(command, check=True)
+    return collect(arm, work)
+
+
+def collect(arm: str, work: Path) -> dict[str, Any]:
+    metrics = [json.loads(line) for line in (work / "metrics.jsonl").read_text().splitlines()]
+    evals = (work / "eval.jsonl").read_text().splitlines() if (work / "eval.jsonl").exists() else []
+    curve = [json.loads(line) for line in evals]
+    # train_seconds in eval.jsonl restarts every epoch: make it cumulative
+    offsets, total = {}, 0.0
+    for m in metrics:
+        offsets[m["epoch"]] = total
+        total += m["epoch_time_s"]
+    points = [
+        {"train_s": offsets.get(c["epoch"], 0.0) + c["train_seconds"], "p@1": c["p@1"], "step": c["step"]}
+        for c in curve
+    ]
+    epochs = [
+        {"epoch": m["epoch"], "train_s": offsets[m["epoch"]] + m["epoch_time_s"], **{k: m.get(k) for k in KEEP}}
+        for m in metrics
+    ]
+    command = (work / "command.txt").read_text().strip() if (work / "command.txt").exists() else None
+    return {"arm": arm, "command": command, "curve": points, "epochs": epochs}
+
+
+KEEP = (
+    "p@1", "p@5", "popularity_p@1", "top1_concentration", "loss", "samples_per_s", "avg_active",
+    "lsh_retrieved_p50", "lsh_retrieved_p95", "recall_top1", "recall_top5", "recall_top100",
+    "label_share", "frequent_share", "lsh_share", "padding_share", "rebuilds", "rebuild_time_s", "test_points",
+)  # fmt: skip
+
+
+def time_to_target(arm: dict[str, Any], target: float) -> float | None:
+    for point in arm["curve"]:
+        if point["p@1"] >= target:
+            return point["train_s"]
+    return None
+
+
+def summarise(arms: list[dict[str, Any]], dataset: str, threads: int) -> dict[str, Any]:
+    best = max((e["p@1"] for a in arms for e in a["epochs"] if e["p@1"] is not None), default=0.0)
+    target = TARGET_SHARE * best
+    for a in arms:
+        a["time_to_target_s"] = time_to_target(a, target)
+    return {
+        "dataset": dataset,
+        "threads": threads,
+        "target_p@1": target,
+        "target_rule": f"{TARGET_SHARE:.0%} of the best epoch-end test P@1 of any arm; time = training seconds "
+        "(measured, evaluations excluded) at the first held-out evaluation reaching it",
+        "machine": machine_info(),
+        "code": git_commit(),
+        "arms": arms,
+    }
+
+
+def plot(summary: dict[str, Any], path: Path) -> None:
+    from harness.report import pyplot, save_figure
+
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for arm in summary["arms"]:
+        xs = [p["train_s"] for p in arm["curve"]]
+        line = ax.plot(xs, [p["p@1"] for p in arm["curve"]], marker=".", label=arm["arm"])[0]
+        ax.scatter([e["train_s"] for e in arm["epochs"]], [e["p@1"] for e in arm["epochs"]], color=line.get_color(),
+                   marker="o", s=30, zorder=3)  # fmt: skip
+    pop = summary["arms"][0]["epochs"][0].get("popularity_p@1")
+    if pop is not None:
+        ax.axhline(pop, color="grey", linestyle=":", label="label popularity")
+    ax.axhline(summary["target_p@1"], color="black", linestyle="--", linewidth=0.8, label="target")
+    ax.set_xscale("log")
+    ax.set_xlabel("training time, s (measured; evaluation excluded; log scale)")
+    ax.set_ylabel("P@1 (held-out slice: line; test set at epoch end: dots)")
+    ax.set_title(f"{summary['dataset']}: P@1 against wall-clock, {summary['threads']} threads")
+    ax.legend(fontsize=8)
+    save_figure(fig, path)
+
+
+def run(
+    dataset: str, epochs: int, threads: int, out: Path, arms: list[str], eval_slice: int, test_points: int
+) -> dict[str, Any]:
+    out.mkdir(parents=True, exist_ok=True)
+    results: list[dict[str, Any]] = []
+    active = None
+    for arm in arms:
+        extra: list[str] = []
+        if arm == "uniform":
+            if active is None:
+                raise click_error("the uniform arm needs the defaults arm first (it copies its active count)")
+            extra = ["--min-active", str(active), "--pad-threshold", str(active + 1)]
+        result = run_arm(arm, dataset, epochs, threads, out, extra, eval_slice, test_points)
+        if arm == "defaults":
+            active = round(sum(e["avg_active"] for e in result["epochs"]) / len(result["epochs"]))
+        results.append(result)
+    summary = summarise(results, dataset, threads)
+    tmp = out / ".summary.json.tmp"
+    tmp.write_text(json.dumps(summary, indent=1) + "\n")
+    tmp.replace(out / "summary.json")
+    plot(summary, out / "time-to-accuracy.png")
+    return summary
+
+
+def click_error(message: str) -> Exception:
+    import click
+
+    return click.UsageError(message)
