@@ -118,7 +118,8 @@ def train_lsh(files, out: Path, P: int) -> dict:
     cmd = [mpiexec(), "-n", str(P), str(exe) if exe.exists() else "dslide", "train", "--train", str(files[0]),
            "--test", str(files[1]), "--out", str(out), "--epochs", "8", "--lr", "0.01", "--hidden", "32",
            "--hash", "srp", "--bits", "6", "--tables", "32", "--range-pow", "6", "--bucket-capacity", "64",
-           "--min-active", "100", "--pad-threshold", "100", "--rebuild-first", "20", "--redraw-every", "0",
+           "--min-active", "100", "--pad-threshold", "100", "--frequent", "30", "--tail", "20",
+           "--rebuild-first", "20", "--redraw-every", "0",
            "--threads", "1", "--no-progress"]  # fmt: skip
     subprocess.run(cmd, check=True, timeout=600, env={**os.environ, "NUMBA_NUM_THREADS": "1"})
     import json

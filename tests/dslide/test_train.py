@@ -44,7 +44,8 @@ def train_cmd(files, out, *extra) -> list[str]:
     return [dslide_exe(), "train", "--train", str(files[0]), "--test", str(files[1]), "--out", str(out),
             "--hidden", "16", "--lr", "0.01", "--batch-size", "64", "--no-progress",
             "--hash", "srp", "--bits", "4", "--tables", "8", "--range-pow", "4", "--min-active", "20",
-            "--pad-threshold", "30", "--rebuild-first", "5", "--redraw-every", "12", *extra]  # fmt: skip
+            "--pad-threshold", "30", "--frequent", "5", "--tail", "5", "--rebuild-first", "5", "--redraw-every", "12",
+            *extra]  # fmt: skip
 
 
 def read_metrics(out: Path) -> list[dict]:
