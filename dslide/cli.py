@@ -42,10 +42,16 @@ def _hidden(_ctx, _param, value: str) -> tuple[int, ...]:
     help="slide: SLIDE's published Amazon-670K settings (lr 1e-4, N(0, 0.01^2), zero biases, SLIDE's bucket ids, "
     "weight-1 padding, dense Adam); flags given explicitly still win.",
 )
-@click.option("--epochs", default=1, show_default=True)
-@click.option("--threads", default=1, show_default=True, help="Threads per rank.")
-@click.option("--lr", default=1e-3, show_default=True, help="Adam step size (SLIDE: 1e-4).")
-@click.option("--batch-size", default=128, show_default=True)
+@click.option("--epochs", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True, help="Threads per rank.")
+@click.option(
+    "--lr",
+    type=click.FloatRange(min=0, min_open=True),
+    default=1e-3,
+    show_default=True,
+    help="Adam step size (SLIDE: 1e-4).",
+)
+@click.option("--batch-size", type=click.IntRange(min=1), default=128, show_default=True)
 @click.option(
     "--hidden", default="128", show_default=True, callback=_hidden, help="Hidden widths, e.g. 128 or 256,128."
 )
@@ -57,11 +63,13 @@ def _hidden(_ctx, _param, value: str) -> tuple[int, ...]:
     help="lsh: SLIDE; uniform: labels + uniform negatives (no tables); dense: the full softmax.",
 )
 @click.option("--hash", "family", type=click.Choice(["dwta", "srp", "wta"]), default="dwta", show_default=True)
-@click.option("--bits", "bits", default=5, show_default=True, help="K: hashes per table.")
-@click.option("--tables", default=50, show_default=True, help="L: hash tables.")
-@click.option("--range-pow", default=18, show_default=True, help="R: 2**R buckets per table.")
-@click.option("--bin-size", default=8, show_default=True, help="WTA/DWTA bin size.")
-@click.option("--bucket-capacity", default=128, show_default=True)
+@click.option("--bits", "bits", type=click.IntRange(1, 16), default=5, show_default=True, help="K: hashes per table.")
+@click.option("--tables", type=click.IntRange(min=1), default=50, show_default=True, help="L: hash tables.")
+@click.option(
+    "--range-pow", type=click.IntRange(1, 30), default=18, show_default=True, help="R: 2**R buckets per table."
+)
+@click.option("--bin-size", type=click.IntRange(2, 2**16), default=8, show_default=True, help="WTA/DWTA bin size.")
+@click.option("--bucket-capacity", type=click.IntRange(min=1), default=128, show_default=True)
 @click.option("--insertion", type=click.Choice(["fifo", "reservoir"]), default="fifo", show_default=True)
 @click.option(
     "--code-layout",
@@ -71,12 +79,40 @@ def _hidden(_ctx, _param, value: str) -> tuple[int, ...]:
     help="slide: WTA/DWTA bucket ids as SLIDE's C++ computes them (overlapping shifts, fewer buckets).",
 )
 @click.option("--strategy", type=click.Choice(["vanilla", "topk"]), default="vanilla", show_default=True)
-@click.option("--topk", default=3000, show_default=True, help="Active neurons kept with --strategy topk.")
-@click.option("--min-active", default=1000, show_default=True, help="Pad with random neurons up to this many ...")
-@click.option("--pad-threshold", default=1500, show_default=True, help="... when fewer than this were retrieved.")
-@click.option("--tail", default=200, show_default=True, help="Uniform negatives always added per sample.")
 @click.option(
-    "--frequent", default=300, show_default=True, help="The commonest training labels, active for every sample."
+    "--topk",
+    type=click.IntRange(min=1),
+    default=3000,
+    show_default=True,
+    help="Active neurons kept with --strategy topk.",
+)
+@click.option(
+    "--min-active",
+    type=click.IntRange(min=0),
+    default=1000,
+    show_default=True,
+    help="Pad with random neurons up to this many ...",
+)
+@click.option(
+    "--pad-threshold",
+    type=click.IntRange(min=0),
+    default=1500,
+    show_default=True,
+    help="... when fewer than this were retrieved.",
+)
+@click.option(
+    "--tail",
+    type=click.IntRange(min=0),
+    default=200,
+    show_default=True,
+    help="Uniform negatives always added per sample.",
+)
+@click.option(
+    "--frequent",
+    type=click.IntRange(min=0),
+    default=300,
+    show_default=True,
+    help="The commonest training labels, active for every sample.",
 )
 @click.option(
     "--weighted-tail/--plain-tail",
@@ -84,13 +120,31 @@ def _hidden(_ctx, _param, value: str) -> tuple[int, ...]:
     show_default=True,
     help="Padding stands for every unretrieved neuron in the softmax normaliser (plain: SLIDE's weight 1).",
 )
-@click.option("--rebuild-first", default=50, show_default=True, help="N0: steps before the first table rebuild.")
-@click.option("--rebuild-decay", default=0.0, show_default=True, help="lambda: rebuild intervals grow as e^(lambda t).")
-@click.option("--redraw-every", default=1000, show_default=True, help="M: new hash functions every M steps (0: never).")
+@click.option(
+    "--rebuild-first",
+    type=click.IntRange(min=1),
+    default=50,
+    show_default=True,
+    help="N0: steps before the first table rebuild.",
+)
+@click.option(
+    "--rebuild-decay",
+    type=click.FloatRange(min=0),
+    default=0.0,
+    show_default=True,
+    help="lambda: rebuild intervals grow as e^(lambda t).",
+)
+@click.option(
+    "--redraw-every",
+    type=click.IntRange(min=0),
+    default=1000,
+    show_default=True,
+    help="M: new hash functions every M steps (0: never).",
+)
 @click.option("--adam", type=click.Choice(["lazy", "dense"]), default="lazy", show_default=True)
 @click.option(
     "--init-scale",
-    type=float,
+    type=click.FloatRange(min=0, min_open=True),
     default=None,
     help="Weights ~ N(0, s^2) in every layer (SLIDE: 0.01). Default: fan-in aware (He / LeCun, docs/engine.md).",
 )
@@ -101,19 +155,43 @@ def _hidden(_ctx, _param, value: str) -> tuple[int, ...]:
     show_default=True,
     help="Initial output biases: log label frequency in the training data, or 0 (SLIDE).",
 )
-@click.option("--seed", default=0, show_default=True)
-@click.option("--max-steps", type=int, default=None, help="Stop each epoch after this many steps.")
-@click.option("--eval-every", default=0, show_default=True, help="Evaluate a held-out slice every N steps.")
-@click.option("--eval-slice", default=1000, show_default=True)
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option("--max-steps", type=click.IntRange(min=1), default=None, help="Stop each epoch after this many steps.")
+@click.option(
+    "--eval-every",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Evaluate a held-out slice every N steps.",
+)
+@click.option("--eval-slice", type=click.IntRange(min=1), default=1000, show_default=True)
 @click.option("--eval-mode", type=click.Choice(["exact", "lsh"]), default="exact", show_default=True)
-@click.option("--test-points", type=int, default=None, help="Evaluate epochs on the first N test points only.")
+@click.option(
+    "--test-points", type=click.IntRange(min=1), default=None, help="Evaluate epochs on the first N test points only."
+)
 @click.option("--softmax", type=click.Choice(["reduce", "gather"]), default="reduce", show_default=True)
 @click.option("--partition", type=click.Choice(["contiguous", "strided"]), default="contiguous", show_default=True)
 @click.option(
-    "--recall-every", default=250, show_default=True, help="Measure LSH top-k recall every N steps (0: never)."
+    "--recall-every",
+    type=click.IntRange(min=0),
+    default=250,
+    show_default=True,
+    help="Measure LSH top-k recall every N steps (0: never).",
 )
-@click.option("--recall-points", default=128, show_default=True, help="Training inputs in that recall probe.")
-@click.option("--checkpoint-every", default=0, show_default=True, help="Steps between checkpoints (0: each epoch).")
+@click.option(
+    "--recall-points",
+    type=click.IntRange(min=1),
+    default=128,
+    show_default=True,
+    help="Training inputs in that recall probe.",
+)
+@click.option(
+    "--checkpoint-every",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Steps between checkpoints (0: each epoch).",
+)
 @click.option("--resume", is_flag=True, help="Continue from the latest checkpoint in --out.")
 @click.option("--progress/--no-progress", default=True, show_default=True)
 def train(**opts) -> None:
@@ -168,6 +246,12 @@ def _train(comm, train_path, test_path, dataset, data_dir, out_dir, preset, **o)
     train_path, test_path = _data_paths(comm, dataset, data_dir, train_path, test_path)
     train_ds = load_dataset(train_path)
     test_ds = load_dataset(test_path)
+    shapes = [(d.num_features, d.num_labels) for d in (train_ds, test_ds)]
+    if shapes[0] != shapes[1]:
+        raise click.UsageError(
+            f"{train_path} has {shapes[0][0]} features x {shapes[0][1]} labels but {test_path} has "
+            f"{shapes[1][0]} x {shapes[1][1]}: give the train and test files of one dataset"
+        )
     net = NetworkConfig(
         num_features=max(train_ds.num_features, test_ds.num_features),
         num_labels=max(train_ds.num_labels, test_ds.num_labels),
@@ -215,46 +299,14 @@ def _train(comm, train_path, test_path, dataset, data_dir, out_dir, preset, **o)
         checkpoint_every=o["checkpoint_every"],
         progress=o["progress"],
     )
-    records = run(net, cfg, train_ds, test_ds, Path(out_dir), comm, resume=o["resume"])
-    if comm.rank == 0 and records:
-        last = records[-1]
+
+    def report(record: dict) -> None:
         click.echo(
-            f"epoch {last['epoch']}: P@1 {last['p@1']:.4f}  P@5 {last['p@5']:.4f}  loss {last['loss']:.4f}  "
-            f"{last['samples_per_s']:,.0f} samples/s  -> {Path(out_dir) / 'metrics.jsonl'}"
+            f"epoch {record['epoch']}: P@1 {record['p@1']:.4f}  P@5 {record['p@5']:.4f}  loss {record['loss']:.4f}  "
+            f"{record['samples_per_s']:,.0f} samples/s  -> {Path(out_dir) / 'metrics.jsonl'}"
         )
 
-
-@main.group()
-def lsh() -> None:
-    """Inspect the hash tables of a run."""
-
-
-@lsh.command()
-@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
-@click.option("--train", "train_path", type=click.Path(exists=True, dir_okay=False), help="The run's training file.")
-@click.option("--dataset", help="The run's registered dataset instead of --train.")
-@click.option("--data-dir", help="Where registered datasets live.")
-@click.option("--points", default=512, show_default=True, help="Random training inputs to probe.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
-def inspect(run_dir, train_path, dataset, data_dir, points, as_json) -> None:
-    """Retrieval, active-set shares, bucket occupancy and top-k recall of RUN_DIR's latest checkpoint
-    (run under `mpiexec -n P` with the run's P)."""
-    import json
-
-    from dslide.comm import Communicator
-    from dslide.data.xc_format import load_dataset
-    from dslide.lsh.inspect import inspect_checkpoint
-
-    comm = Communicator()
-    train_path, _ = _data_paths(comm, dataset, data_dir, train_path, None, need_test=False)
-    out = inspect_checkpoint(Path(run_dir), load_dataset(train_path), points, comm)
-    if comm.rank != 0:
-        return
-    if as_json:
-        click.echo(json.dumps(out))
-        return
-    for key, value in out.items():
-        click.echo(f"{key:24s} {value:,.4f}" if isinstance(value, float) else f"{key:24s} {value}")
+    run(net, cfg, train_ds, test_ds, Path(out_dir), comm, resume=o["resume"], on_epoch=report)
 
 
 if __name__ == "__main__":

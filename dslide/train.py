@@ -9,6 +9,7 @@ import os
 import resource
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -133,8 +134,10 @@ def train(
     out_dir: Path,
     comm: Communicator | None = None,
     resume: bool = False,
+    on_epoch: Callable[[dict[str, Any]], None] | None = None,
 ) -> list[dict[str, Any]]:
-    """Train for cfg.epochs; returns the per-epoch metrics records (rank 0 also writes them)."""
+    """Train for cfg.epochs; returns the per-epoch metrics records (rank 0 also writes them and passes each to
+    on_epoch as soon as it is written)."""
     comm = comm or Communicator()
     numba.set_num_threads(cfg.threads)
     net_cfg = dataclasses.replace(net_cfg, input_sq_norm=train_ds.mean_sq_norm())
@@ -244,6 +247,8 @@ def train(
             if comm.rank == 0:
                 text = "".join(json.dumps(r) + "\n" for r in pos.records)
                 checkpoint.atomic_write_text(out_dir / "metrics.jsonl", text)
+                if on_epoch is not None:
+                    on_epoch(record)  # rich's live progress bar keeps printed lines above itself
             save_checkpoint()
     finally:
         progress.stop()

@@ -99,6 +99,8 @@ def parse_xc_bytes(buf: np.ndarray, path: str | os.PathLike = "<bytes>") -> Spar
             what += f": header says {nlab} labels"
         elif code == xk.FEATURE_OUT_OF_RANGE:
             what += f": header says {nf} features"
+        elif code in (xk.LABEL_MALFORMED, xk.FEATURE_MALFORMED) and token and "-" in token.split(":")[0]:
+            what = "negative label id" if code == xk.LABEL_MALFORMED else "negative feature id"
         raise DatasetFormatError(path, line, what, token)
     if got != n:
         raise DatasetFormatError(path, 1, f"header says {n} points but the file has {got}")
@@ -115,10 +117,24 @@ def parse_xc_bytes(buf: np.ndarray, path: str | os.PathLike = "<bytes>") -> Spar
     )
 
 
+GZIP_MAGIC = b"\x1f\x8b"
+UTF8_BOM = b"\xef\xbb\xbf"
+
+
 def read_xc(path: str | os.PathLike) -> SparseDataset:
-    """Parse an XC text file (no cache)."""
+    """Parse an XC text file (no cache); gzip files (as the XC repository ships some) are read transparently and
+    a UTF-8 byte-order mark is skipped."""
     path = Path(path)
     buf = np.fromfile(path, dtype=np.uint8)
+    if bytes(buf[:2]) == GZIP_MAGIC:
+        import gzip
+
+        try:
+            buf = np.frombuffer(gzip.decompress(buf.tobytes()), dtype=np.uint8)
+        except (OSError, EOFError) as exc:
+            raise DatasetFormatError(path, 1, f"gzip-compressed but unreadable ({exc})") from None
+    if bytes(buf[:3]) == UTF8_BOM:
+        buf = buf[3:]
     return parse_xc_bytes(buf, path)
 
 

@@ -235,3 +235,25 @@ def test_cache_falls_back_to_data_dir_when_next_to_file_is_unusable(tmp_path, mo
     ds = load_dataset(path)
     assert cache_path(path).is_relative_to(tmp_path / "dd" / "cache")
     assert same(load_dataset(path), ds)
+
+
+def test_gzip_and_byte_order_mark_are_read_and_negative_ids_named(tmp_path):
+    import gzip
+
+    text = b"2 5 3\n0,2 1:0.5 4:1\n1 0:2\n"
+    (tmp_path / "a.txt.gz").write_bytes(gzip.compress(text))
+    (tmp_path / "b.txt").write_bytes(b"\xef\xbb\xbf" + text)
+    plain = parse_xc_bytes(np.frombuffer(text, dtype=np.uint8))
+    for name in ("a.txt.gz", "b.txt"):
+        got = read_xc(tmp_path / name)
+        np.testing.assert_array_equal(got.feat_indices, plain.feat_indices)
+        np.testing.assert_array_equal(got.label_indices, plain.label_indices)
+    (tmp_path / "c.txt").write_bytes(b"1 5 3\n0 -1:0.5\n")
+    with pytest.raises(DatasetFormatError, match=r"c.txt:2: negative feature id"):
+        read_xc(tmp_path / "c.txt")
+    (tmp_path / "d.txt").write_bytes(b"1 5 3\n-2 1:0.5\n")
+    with pytest.raises(DatasetFormatError, match=r"d.txt:2: negative label id"):
+        read_xc(tmp_path / "d.txt")
+    (tmp_path / "e.txt.gz").write_bytes(gzip.compress(text)[:12])
+    with pytest.raises(DatasetFormatError, match=r"e.txt.gz:1: gzip-compressed but unreadable"):
+        read_xc(tmp_path / "e.txt.gz")
