@@ -123,7 +123,7 @@ ERRORS = [
     ("1 10 5\n1,,2 0:1\n", 2, "malformed label list", "1,,2"),
     ("1 10 5\n1,a 0:1\n", 2, "malformed label list", "a"),
     ("1 10 5\n1, 0:1\n", 2, "malformed label list", "1,"),
-    ("1 10 5\n-1 0:1\n", 2, "malformed label list", "-1"),
+    ("1 10 5\n-1 0:1\n", 2, "negative label id", "-1"),
     ("2 10 5\n0 0:1\n5 0:1\n", 3, "label id out of range", "5"),
     ("1 10 5\n99999999999999999999 0:1\n", 2, "label id out of range", "99999999999999999999"),
     ("1 10 5\n2,3,2 0:1\n", 2, "duplicate label", "2"),
