@@ -61,6 +61,7 @@ def run_arm(
         command.append("--resume")
     work.mkdir(parents=True, exist_ok=True)
     (work / "command.txt").write_text(" ".join(command[2:]) + "\n")
+    (work / "code.json").write_text(json.dumps(git_commit()) + "\n")  # the code this arm runs, at its start
     subprocess.run(command, check=True)
     return collect(arm, work)
 
@@ -83,7 +84,8 @@ def collect(arm: str, work: Path) -> dict[str, Any]:
         for m in metrics
     ]
     command = (work / "command.txt").read_text().strip() if (work / "command.txt").exists() else None
-    return {"arm": arm, "command": command, "curve": points, "epochs": epochs}
+    code = json.loads((work / "code.json").read_text()) if (work / "code.json").exists() else None
+    return {"arm": arm, "command": command, "code": code, "curve": points, "epochs": epochs}
 
 
 KEEP = (
@@ -112,7 +114,7 @@ def summarise(arms: list[dict[str, Any]], dataset: str, threads: int) -> dict[st
         "target_rule": f"{TARGET_SHARE:.0%} of the best epoch-end test P@1 of any arm; time = training seconds "
         "(measured, evaluations excluded) at the first held-out evaluation reaching it",
         "machine": machine_info(),
-        "code": git_commit(),
+        "code": git_commit(),  # when the summary was written; each arm's own start is in arms[i]["code"]
         "arms": arms,
     }
 
