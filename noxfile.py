@@ -25,7 +25,7 @@ def tests(session: nox.Session, suite: str) -> None:
         session.run("python", "-m", "baselines.env", "--check", env=env)
         session.run("pytest", "tests/baselines", *session.posargs, env=env)
         return
-    session.install("-e", ".[test]")
+    session.install("-e", ".[test,mpich]")
     baseline = Path(session.virtualenv.location).parent / "tests-suite-baselines" / "bin" / "python"
     env = {"DSLIDE_BASELINE_PYTHON": str(baseline)} if baseline.exists() else {}
     session.run("pytest", "tests", "--ignore=tests/baselines", *session.posargs, env=env)
@@ -51,7 +51,7 @@ def bench(session: nox.Session) -> None:
     `nox -s bench -- --save-baseline` runs and stores a new baseline (commit benchmarks/baseline/). Other
     arguments go to pytest, e.g. `nox -s bench -- benchmarks/test_engine_bench.py`.
     """
-    session.install("-e", ".[test]")
+    session.install("-e", ".[test,mpich]")
     args = [a for a in session.posargs if a != "--save-baseline"]
     paths = [a for a in args if a.startswith("benchmarks")] or ["benchmarks"]
     args = [a for a in args if a not in paths]
@@ -77,7 +77,7 @@ def reproduce(session: nox.Session) -> None:
     results/figures/. Emulated clusters need root. Extra arguments go to `harness reproduce`, e.g.
     `nox -s reproduce -- quick --only rq2`.
     """
-    session.install("-e", ".")
+    session.install("-e", ".[mpich]")
     args = list(session.posargs)
     profile = args.pop(0) if args and args[0] in ("quick", "default", "paper") else "default"
     venv_python = Path(__file__).parent / ".nox" / "horovod" / "bin" / "python"
@@ -115,7 +115,7 @@ def install_baseline_env(session: nox.Session) -> None:
     if not list(wheels.glob(f"horovod-{HOROVOD_VERSION}-*.whl")):
         build_horovod_wheel(session, wheels)
     session.install("--find-links", str(wheels), "--only-binary", "horovod", f"horovod=={HOROVOD_VERSION}")
-    session.install("-e", ".[test]", "numpy<2", TENSORFLOW)
+    session.install("-e", ".[test,mpich]", "numpy<2", TENSORFLOW)
 
 
 def build_horovod_wheel(session: nox.Session, wheels: Path) -> None:

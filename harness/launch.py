@@ -7,8 +7,10 @@ and uses shared memory, so nothing would cross the emulated links.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -31,7 +33,10 @@ def mpiexec_path() -> str:
         return str(beside)
     found = shutil.which("mpiexec")
     if found is None:
-        raise LaunchError("no mpiexec: install the mpich wheel into this environment (pip install mpich)")
+        raise LaunchError(
+            "no mpiexec: install MPICH into this environment (pip install 'dslide[mpich]') or put a site MPI's "
+            "mpiexec on PATH (docs/cluster.md)"
+        )
     return found
 
 
@@ -63,12 +68,31 @@ def read_hostfile(path: str | os.PathLike[str]) -> list[str]:
     return hosts
 
 
-def hostfile_command(hosts: list[str], ranks_per_node: int, program: list[str]) -> list[str]:
-    """Hydra over ssh on real hosts (same environment path on every host), no emulation."""
-    return [
-        mpiexec_path(), "-launcher", "ssh", "-hosts", ",".join(hosts),
-        "-ppn", str(ranks_per_node), "-n", str(ranks_per_node * len(hosts)), *program,
-    ]  # fmt: skip
+@functools.cache
+def mpi_flavour(mpiexec: str) -> str:
+    """ "openmpi" when `mpiexec --version` names Open MPI (its mpirun), else "hydra" (MPICH, Intel MPI, MVAPICH)."""
+    try:
+        done = subprocess.run([mpiexec, "--version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return "hydra"
+    text = done.stdout + done.stderr
+    return "openmpi" if "Open MPI" in text or "OpenRTE" in text or "open-mpi" in text else "hydra"
+
+
+def hostfile_command(
+    hosts: list[str], ranks_per_node: int, program: list[str], mpiexec: str | None = None
+) -> list[str]:
+    """ssh launch on real hosts (same environment path on every host), no emulation: Hydra's flags, or Open MPI's
+    mpirun flags (which does not forward the environment by itself, so the variables the ranks need go by -x)."""
+    exe = mpiexec or mpiexec_path()
+    n = str(ranks_per_node * len(hosts))
+    if mpi_flavour(exe) == "openmpi":
+        forward = [arg for var in ("DSLIDE_HARNESS_PYTHON", "PYTHONUNBUFFERED", "NUMBA_NUM_THREADS", "PATH")
+                   for arg in ("-x", var)]  # fmt: skip
+        root = ["--allow-run-as-root"] if os.geteuid() == 0 else []
+        slots = ",".join(f"{h}:{ranks_per_node}" for h in hosts)
+        return [exe, *root, "--host", slots, "--map-by", f"ppr:{ranks_per_node}:node", "-np", n, *forward, *program]
+    return [exe, "-launcher", "ssh", "-hosts", ",".join(hosts), "-ppn", str(ranks_per_node), "-n", n, *program]
 
 
 def local_command(ranks: int, program: list[str]) -> list[str]:

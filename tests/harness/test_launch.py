@@ -56,3 +56,20 @@ def test_hostfiles_list_hosts_and_bad_ones_are_refused(tmp_path):
     with pytest.raises(LaunchError, match="cannot read hostfile"):
         read_hostfile(tmp_path / "missing")
     assert local_command(3, ["prog"])[1:] == ["-n", "3", "prog"]
+
+
+def test_open_mpi_gets_its_own_flags_and_the_environment_forwarded(tmp_path):
+    # a program that answers --version as Open MPI's mpirun does: only the flavour detection reads it
+    fake = tmp_path / "mpirun"
+    fake.write_text("#!/bin/sh\necho 'mpirun (Open MPI) 4.1.4'\n")
+    fake.chmod(0o755)
+    hydra = tmp_path / "mpiexec"
+    hydra.write_text("#!/bin/sh\necho 'HYDRA build details:'\n")
+    hydra.chmod(0o755)
+    command = hostfile_command(["node-a", "node-b"], 2, ["prog"], mpiexec=str(fake))
+    assert command[0] == str(fake)
+    assert command[command.index("--host") + 1] == "node-a:2,node-b:2"
+    assert command[command.index("-np") + 1] == "4"
+    assert "ppr:2:node" in command and command[-1] == "prog"
+    assert command[command.index("-x") : command.index("-x") + 2] == ["-x", "DSLIDE_HARNESS_PYTHON"]
+    assert hostfile_command(["a"], 1, ["prog"], mpiexec=str(hydra))[1:3] == ["-launcher", "ssh"]
