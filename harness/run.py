@@ -177,7 +177,8 @@ def run(spec: RunSpec, console: Console | None = None) -> dict[str, Any]:
     record["wall_time_s"] = round(time.time() - started, 3)
     path = append_record(spec.out / f"{spec.name or spec.system}.jsonl", record)
     colour = "green" if record["status"] == "ok" else "red"
-    console.print(f"[{colour}]{record['status']}[/]: record appended to {path}")
+    console.print(f"[{colour}]{record['status']}[/]: {run_summary(record)}")
+    console.print(f"record appended to {path.resolve()}")
     if record["error"]:
         console.print(f"[red]{record['error']}[/]")
     if outcome["stopped"] is not None:
@@ -201,6 +202,25 @@ def terminate_as_exit() -> Iterator[None]:
     finally:
         for sig, old in saved.items():
             signal.signal(sig, old)
+
+
+def run_summary(record: dict) -> str:
+    """One line: epoch time (measured or extrapolated), samples/s, bytes per step on the wire and counted, P@1."""
+
+    def num(key: str, pattern: str) -> str:
+        value = record.get(key)
+        return "-" if value is None else pattern.format(value)
+
+    # every epoch's steps (the wire counters also carry start-up and evaluation traffic)
+    steps = sum(m.get("steps") or 0 for m in record.get("epochs") or [])
+    wire = record["wire_bytes"] / steps if record.get("wire_bytes") and steps else None
+    app = record["app_bytes"] / steps if record.get("app_bytes") and steps else None
+    how = "extrapolated" if record.get("epoch_time_extrapolated") else "measured"
+    return (
+        f"epoch {num('epoch_time_s', '{:,.1f}')} s ({how}), {num('samples_per_s', '{:,.0f}')} samples/s, "
+        f"per step {'-' if wire is None else f'{wire:,.0f}'} B on the wire (measured) / "
+        f"{'-' if app is None else f'{app:,.0f}'} B counted, P@1 {num('p@1', '{:.4f}')}"
+    )
 
 
 def run_mpiexec(

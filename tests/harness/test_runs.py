@@ -248,3 +248,14 @@ def test_the_progress_line_shows_the_newest_complete_step_or_epoch(tmp_path):
     assert latest_progress(tmp_path) == "  epoch 1  1,000 samples/s  loss 2.500"
     (tmp_path / "progress.jsonl").write_text('{"epoch": 2, "step": 5, "steps": 40, "loss": 2.0}\n{"epoch": 2, "st')
     assert latest_progress(tmp_path) == "  epoch 2  step 5/40  loss 2.000"
+
+
+def test_run_summary_is_one_line_with_labelled_figures():
+    from harness.run import run_summary
+
+    record = {"epoch_time_s": 1234.5, "epoch_time_extrapolated": True, "samples_per_s": 812.3, "wire_bytes": 4_000_000,
+              "app_bytes": 3_000_000, "p@1": 0.4321, "epochs": [{"steps": 20}, {"steps": 20}]}  # fmt: skip
+    line = run_summary(record)
+    assert line == ("epoch 1,234.5 s (extrapolated), 812 samples/s, per step 100,000 B on the wire (measured) / "
+                    "75,000 B counted, P@1 0.4321")  # fmt: skip
+    assert "\n" not in run_summary({"status": "failed"})
