@@ -80,8 +80,9 @@ def reproduce(session: nox.Session) -> None:
     session.install("-e", ".[mpich]")
     args = list(session.posargs)
     profile = args.pop(0) if args and args[0] in ("quick", "default", "paper") else "default"
-    venv_python = Path(__file__).parent / ".nox" / "horovod" / "bin" / "python"
-    baseline = os.environ.get("DSLIDE_BASELINE_PYTHON") or str(venv_python)
+    nox_dir = Path(__file__).parent / ".nox"
+    built = [p for p in (nox_dir / v / "bin" / "python" for v in ("horovod", "tests-suite-baselines")) if p.exists()]
+    baseline = os.environ.get("DSLIDE_BASELINE_PYTHON") or str(built[0] if built else nox_dir / "horovod/bin/python")
     if not Path(baseline).exists():
         session.log("Building the baseline environment (TensorFlow + Horovod) with `nox -s horovod` ...")
         session.run(sys.executable, "-m", "nox", "-s", "horovod", "--", "--version", external=True)

@@ -1,6 +1,7 @@
 """Where the baselines' interpreter lives (TensorFlow 2.15 needs numpy 1.26, so it has its own venv).
 
-`nox -s horovod` builds it at .nox/horovod; $DSLIDE_BASELINE_PYTHON overrides. The harness runs every baseline
+`nox -s horovod` builds it at .nox/horovod (`nox -s tests` at .nox/tests-suite-baselines, also used);
+$DSLIDE_BASELINE_PYTHON overrides. The harness runs every baseline
 as `baseline_python() -m baselines.<system> ...`. This module imports neither TensorFlow nor Horovod, so the
 engine's interpreter can import it too.
 """
@@ -22,10 +23,18 @@ SYSTEM_MODULES = {
 }
 
 
+# the same environment, built by `nox -s horovod` or by `nox -s tests` (its baselines suite): whichever exists
+BASELINE_VENVS = (REPO_ROOT / ".nox" / "horovod", REPO_ROOT / ".nox" / "tests-suite-baselines")
+
+
 def baseline_python() -> Path:
-    """The baseline venv's python: $DSLIDE_BASELINE_PYTHON, else <repo>/.nox/horovod/bin/python."""
+    """The baseline venv's python: $DSLIDE_BASELINE_PYTHON, else the first of BASELINE_VENVS that exists (else
+    .nox/horovod's, for the error message)."""
     override = os.environ.get("DSLIDE_BASELINE_PYTHON")
-    return Path(override) if override else REPO_ROOT / ".nox" / "horovod" / "bin" / "python"
+    if override:
+        return Path(override)
+    found = [v / "bin" / "python" for v in BASELINE_VENVS if (v / "bin" / "python").exists()]
+    return found[0] if found else BASELINE_VENVS[0] / "bin" / "python"
 
 
 def baseline_command(system: str, *args: str) -> list[str]:

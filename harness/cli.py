@@ -9,6 +9,7 @@ import sys
 import click
 
 from harness.data import data
+from harness.records import results_dir
 
 
 @click.group()
@@ -121,8 +122,8 @@ def cluster_status_command(as_json: bool) -> None:
 @click.option("--epochs", type=click.IntRange(min=1), default=1, show_default=True)
 @click.option("--max-steps", type=click.IntRange(min=1), default=None,
               help="Stop each epoch after S steps; the epoch time is then extrapolated (and labelled so).")  # fmt: skip
-@click.option("--out", type=click.Path(file_okay=False), default="results/runs", show_default=True,
-              help="Records go to OUT/<name>.jsonl.")  # fmt: skip
+@click.option("--out", type=click.Path(file_okay=False), default=str(results_dir() / "runs"), show_default=True,
+              help="Records go to OUT/<name>.jsonl (the project's results/runs from any directory).")  # fmt: skip
 @click.option("--work-dir", default=None, type=click.Path(file_okay=False),
               help="The systems' own output goes to WORK_DIR/<run id>/ (default ~/.cache/dslide/runs).")  # fmt: skip
 @click.option("--keep-checkpoints", is_flag=True, help="Keep dslide's checkpoint/ in the work directory.")
@@ -189,7 +190,7 @@ def _split(text: str, kind: type = str) -> list:
 @click.option("--epochs", type=click.IntRange(min=1), default=1, show_default=True)
 @click.option("--max-steps", type=click.IntRange(min=1), default=None)
 @click.option("--budget", "budget_s", type=float, default=1800.0, show_default=True, help="Seconds per point.")
-@click.option("--out", type=click.Path(file_okay=False), default="results/runs", show_default=True)
+@click.option("--out", type=click.Path(file_okay=False), default=str(results_dir() / "runs"), show_default=True)
 @click.option("--name", default="sweep", show_default=True, help="Records file OUT/<name>.jsonl (resumes from it).")
 @click.option("--oversubscribe", is_flag=True)
 @click.option("--work-dir", default=None, type=click.Path(file_okay=False), help="As for `harness run`.")
@@ -248,7 +249,7 @@ def reproduce_command(profile: str, out: str, only: str, data_dir: str | None, w
 
 
 @main.command("report")
-@click.option("--runs", type=click.Path(file_okay=False), default="results/runs", show_default=True)
+@click.option("--runs", type=click.Path(file_okay=False), default=str(results_dir() / "runs"), show_default=True)
 @click.option("--out", type=click.Path(file_okay=False), default="results", show_default=True,
               help="Writes OUT/REPORT.md and OUT/figures/*.png.")  # fmt: skip
 def report_command(runs: str, out: str) -> None:
@@ -282,7 +283,7 @@ def time_to_accuracy_command(
     unknown = [a for a in names if a not in ARMS]
     if unknown:
         raise click.BadParameter(f"unknown arms {unknown}; known: {', '.join(ARMS)}", param_hint="--arms")
-    target = Path(out) if out else Path("results/time-to-accuracy") / dataset
+    target = Path(out) if out else results_dir() / "time-to-accuracy" / dataset
     summary = run(dataset, epochs, threads, target, names, eval_slice, test_points)
     for arm in summary["arms"]:
         last = arm["epochs"][-1]

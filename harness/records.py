@@ -47,6 +47,12 @@ FIELDS: dict[str, tuple[type, ...]] = {
 }
 
 
+def results_dir() -> Path:
+    """The project's results/ (next to the harness package in a checkout), else ./results."""
+    beside = Path(__file__).resolve().parent.parent / "results"
+    return beside if beside.is_dir() else Path.cwd() / "results"
+
+
 class RecordError(ValueError):
     """A record that breaks the schema, or a records file that cannot be read."""
 
