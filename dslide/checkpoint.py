@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -46,8 +47,29 @@ def latest(root: Path) -> Path | None:
     return step_dir if (step_dir / "meta.json").exists() else None
 
 
-def load(root: Path, comm: Communicator) -> tuple[dict[str, np.ndarray], dict[str, Any]] | None:
-    """This rank's arrays and the metadata of the latest checkpoint, or None when there is none."""
+class ShardArrays(Mapping[str, np.ndarray]):
+    """A rank's checkpoint arrays, each read from the .npz only when asked for: a resumed run copies them into
+    the network one at a time instead of holding a second copy of the whole model (1.2 GB at the Amazon shape)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._npz = np.load(path)
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        return self._npz[key]
+
+    def __iter__(self):
+        return iter(self._npz.files)
+
+    def __len__(self) -> int:
+        return len(self._npz.files)
+
+    def close(self) -> None:
+        self._npz.close()
+
+
+def load(root: Path, comm: Communicator) -> tuple[ShardArrays, dict[str, Any]] | None:
+    """This rank's arrays (read lazily; close() when done) and the metadata of the latest checkpoint, or None."""
     step_dir = latest(root)
     if step_dir is None:
         return None
@@ -57,6 +79,4 @@ def load(root: Path, comm: Communicator) -> tuple[dict[str, np.ndarray], dict[st
             f"{step_dir}: checkpoint was written by {meta['ranks']} ranks, this job has {comm.size}; "
             "resume with the same number of ranks"
         )
-    with np.load(step_dir / f"rank{comm.rank}-of-{comm.size}.npz") as f:
-        arrays = {k: f[k] for k in f.files}
-    return arrays, meta
+    return ShardArrays(step_dir / f"rank{comm.rank}-of-{comm.size}.npz"), meta

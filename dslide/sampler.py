@@ -233,6 +233,6 @@ class OutputSampler:
         self.frequent = np.ascontiguousarray(state.get(f"{prefix}frequent", self.frequent), dtype=np.int32)
         if self.tables is not None:
             fam = f"{prefix}family."
-            self.family.load_state({k[len(fam) :]: v for k, v in state.items() if k.startswith(fam)})
+            self.family.load_state({k[len(fam) :]: state[k] for k in state if k.startswith(fam)})
             self.tables.offsets = np.ascontiguousarray(state[f"{prefix}tables.offsets"])
             self.tables.ids = np.ascontiguousarray(state[f"{prefix}tables.ids"])

@@ -157,6 +157,7 @@ def train(
         if loaded is not None:
             arrays, meta = loaded
             net.load_state(arrays)
+            arrays.close()
             pos = Position(**meta["position"])
     eval_slice = test_ds.subset(np.arange(min(cfg.eval_slice, len(test_ds))))
     probe_rows = np.random.default_rng([cfg.seed, 99]).permutation(len(train_ds))[: cfg.recall_points]

@@ -27,6 +27,7 @@ def inspect_checkpoint(run_dir: Path, train_ds: SparseDataset, points: int, comm
         raise ValueError(f"{run_dir}: the run samples with mode {net_cfg.sampling.mode!r}; it has no hash tables")
     net = Network(net_cfg, train_cfg, comm)
     net.load_state(arrays)
+    arrays.close()
     step = int(meta["global_step"])
     rows = np.sort(np.random.default_rng([train_cfg.seed, 7]).permutation(len(train_ds))[:points])
     batch = Batch.from_dataset(train_ds, rows)
