@@ -58,12 +58,15 @@ def download(url: str, dest: Path, timeout: float = 15.0, progress: Progress | N
         Path(tmp).unlink(missing_ok=True)
 
 
-def verify(path: Path, entry: RealDataset) -> None:
-    """Check size and (when published) SHA-256 of a downloaded archive; raises FetchError on mismatch."""
+def verify(path: Path, entry: RealDataset, downloaded: bool = True) -> None:
+    """Check size and (when published) SHA-256 of an archive; raises FetchError on mismatch. A file the user gave
+    (downloaded=False) is named as theirs and left alone; a download of ours may be deleted and fetched again."""
     size = path.stat().st_size
+    remedy = "delete it to fetch again" if downloaded else f"it is not {entry.archive_name}; the file was left as it is"
     if entry.archive_size is not None and size != entry.archive_size:
         raise FetchError(
-            f"{path}: size {size:,} bytes, expected {entry.archive_size:,} for {entry.name} (delete it to fetch again)"
+            f"{path}: size {size:,} bytes, expected {entry.archive_size:,} for {entry.name} "
+            f"({entry.archive_name} from {entry.url}; {remedy})"
         )
     if entry.archive_sha256 is not None:
         h = hashlib.sha256()
@@ -71,7 +74,10 @@ def verify(path: Path, entry: RealDataset) -> None:
             while chunk := f.read(1 << 20):
                 h.update(chunk)
         if h.hexdigest() != entry.archive_sha256:
-            raise FetchError(f"{path}: sha256 {h.hexdigest()}, expected {entry.archive_sha256} for {entry.name}")
+            raise FetchError(
+                f"{path}: sha256 {h.hexdigest()}, expected {entry.archive_sha256} for {entry.name} "
+                f"({entry.archive_name} from {entry.url}; {remedy})"
+            )
 
 
 def _find_member(zf: zipfile.ZipFile, wanted: str) -> str:
@@ -126,6 +132,7 @@ def fetch(
 ) -> tuple[Path, Path]:
     """Download (or take `archive`), verify, convert; returns the (train, test) XC files."""
     out_dir = dataset_dir(entry.name, data_dir)
+    given = archive is not None
     if archive is None:
         archive = out_dir / entry.archive_name
         if not archive.is_file():
@@ -139,5 +146,5 @@ def fetch(
                 ) from e
     elif not Path(archive).is_file():
         raise FetchError(f"{archive}: no such file")
-    verify(Path(archive), entry)
+    verify(Path(archive), entry, downloaded=not given)
     return convert(Path(archive), entry, out_dir)

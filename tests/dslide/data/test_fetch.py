@@ -138,3 +138,13 @@ def test_not_a_zip(tmp_path):
     entry = dataclasses.replace(REAL["text8-wiki"], archive_size=None)
     with pytest.raises(FetchError, match="not a zip archive"):
         fetch(entry, tmp_path / "data", archive=Path(path))
+
+
+def test_a_wrong_archive_of_the_users_is_named_and_left_alone(tmp_path):
+    mine = tmp_path / "downloads" / "something.zip"
+    mine.parent.mkdir()
+    mine.write_bytes(zip_bytes({"text8": CORPUS}))
+    with pytest.raises(FetchError, match=r"it is not text8.zip; the file was left as it is") as err:
+        fetch(REAL["text8-wiki"], tmp_path / "data", archive=mine)
+    assert "delete" not in str(err.value)
+    assert mine.read_bytes() == zip_bytes({"text8": CORPUS})
