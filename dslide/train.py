@@ -101,9 +101,11 @@ class _Progress:
         if enabled:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+            # one line within 80 columns: "ep 1 ━━━━━━━━━━ 391/782 0:00:31 1,612/s loss 8.690 act 1,647 head 1,442"
+            # (act: active outputs per sample; head: labels + frequent + retrieved, before uniform padding)
             self.bar = Progress(
-                TextColumn("epoch {task.fields[epoch]}"),
-                BarColumn(),
+                TextColumn("ep {task.fields[epoch]}"),
+                BarColumn(bar_width=10),
                 MofNCompleteColumn(),
                 TimeRemainingColumn(),
                 TextColumn("{task.fields[info]}"),
@@ -115,11 +117,16 @@ class _Progress:
         if self.bar is not None:
             if self.task is not None:
                 self.bar.remove_task(self.task)
-            self.task = self.bar.add_task("train", total=total, completed=done, epoch=epoch, info="")
+            self.task = self.bar.add_task("train", total=total, completed=done, epoch=epoch, info="starting up")
 
     def update(self, info: str) -> None:
         if self.bar is not None:
             self.bar.update(self.task, advance=1, info=info)
+
+    def status(self, info: str) -> None:
+        """Say what is happening between steps (evaluating, checkpointing), without advancing."""
+        if self.bar is not None and self.task is not None:
+            self.bar.update(self.task, info=info)
 
     def stop(self) -> None:
         if self.bar is not None:
@@ -167,7 +174,7 @@ def train(
     run_steps = min(steps_per_epoch, cfg.max_steps) if cfg.max_steps else steps_per_epoch
     progress = _Progress(cfg.progress and comm.rank == 0)
     last_progress_line = 0.0
-    where = " on rank 0" if comm.size > 1 else ""  # each rank knows only its own active neurons
+    where = " (rank 0)" if comm.size > 1 else ""  # each rank knows only its own active neurons
 
     def save_checkpoint() -> None:
         meta = {
@@ -206,8 +213,8 @@ def train(
                 pos.global_step += 1
                 speed = pos.samples / max(pos.train_seconds, 1e-9)
                 progress.update(
-                    f"{speed:,.0f} samples/s  loss {res.loss:.3f}  active/sample {res.active / len(rows):,.0f} "
-                    f"(labels+LSH {res.head / len(rows):,.0f}){where}"
+                    f"{speed:,.0f}/s loss {res.loss:.3f} act {res.active / len(rows):,.0f} "
+                    f"head {res.head / len(rows):,.0f}{where}"
                 )
                 if comm.rank == 0 and time.monotonic() - last_progress_line > 1.0:
                     # one line a second for outside watchers (the harness's live status)
@@ -228,6 +235,7 @@ def train(
                             f.write(json.dumps(line) + "\n")
                 if cfg.eval_every and pos.global_step % cfg.eval_every == 0:
                     comm.reset_stats()
+                    progress.status(f"evaluating {len(eval_slice):,} held-out points")
                     scores = evaluate(net, eval_slice, cfg.eval_mode, step=pos.global_step)
                     pos.eval_bytes += comm.stats.total_sent()
                     if comm.rank == 0:
@@ -241,6 +249,7 @@ def train(
                             f.write(json.dumps(line) + "\n")
                 if cfg.checkpoint_every and pos.global_step % cfg.checkpoint_every == 0:
                     save_checkpoint()
+            progress.status("evaluating the test set")
             record = _epoch_record(net, comm, cfg, pos, test_ds, steps_per_epoch, popular)
             pos.records.append(record)
             pos.epoch += 1
