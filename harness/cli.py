@@ -271,8 +271,16 @@ def report_command(runs: str, out: str) -> None:
 @click.option("--test-points", default=5000, show_default=True, help="Test points evaluated at each epoch end.")
 @click.option("--out", type=click.Path(file_okay=False), default=None,
               help="Default: results/time-to-accuracy/DATASET.")  # fmt: skip
+@click.option("--collect-only", is_flag=True, help="Train nothing: summarise and plot what the arms' runs hold.")
 def time_to_accuracy_command(
-    dataset: str, epochs: int, threads: int, arms: str, eval_slice: int, test_points: int, out: str | None
+    dataset: str,
+    epochs: int,
+    threads: int,
+    arms: str,
+    eval_slice: int,
+    test_points: int,
+    out: str | None,
+    collect_only: bool,
 ) -> None:
     """P@1 against wall-clock for each sampling arm, one after the other on this machine (resumable)."""
     from pathlib import Path
@@ -284,7 +292,7 @@ def time_to_accuracy_command(
     if unknown:
         raise click.BadParameter(f"unknown arms {unknown}; known: {', '.join(ARMS)}", param_hint="--arms")
     target = Path(out) if out else results_dir() / "time-to-accuracy" / dataset
-    summary = run(dataset, epochs, threads, target, names, eval_slice, test_points)
+    summary = run(dataset, epochs, threads, target, names, eval_slice, test_points, collect_only)
     for arm in summary["arms"]:
         last = arm["epochs"][-1]
         reach = arm["time_to_target_s"]

@@ -126,7 +126,9 @@ def plot(summary: dict[str, Any], path: Path) -> None:
     fig, ax = plt.subplots(figsize=(7, 4.2))
     for arm in summary["arms"]:
         xs = [p["train_s"] for p in arm["curve"]]
-        line = ax.plot(xs, [p["p@1"] for p in arm["curve"]], marker=".", label=arm["arm"])[0]
+        done, planned = len(arm["epochs"]), arm.get("epochs_planned", len(arm["epochs"]))
+        label = arm["arm"] + (f" ({done} of {planned} epochs)" if done < planned else "")
+        line = ax.plot(xs, [p["p@1"] for p in arm["curve"]], marker=".", label=label)[0]
         ax.scatter([e["train_s"] for e in arm["epochs"]], [e["p@1"] for e in arm["epochs"]], color=line.get_color(),
                    marker="o", s=30, zorder=3)  # fmt: skip
     pop = summary["arms"][0]["epochs"][0].get("popularity_p@1")
@@ -142,18 +144,33 @@ def plot(summary: dict[str, Any], path: Path) -> None:
 
 
 def run(
-    dataset: str, epochs: int, threads: int, out: Path, arms: list[str], eval_slice: int, test_points: int
+    dataset: str,
+    epochs: int,
+    threads: int,
+    out: Path,
+    arms: list[str],
+    eval_slice: int,
+    test_points: int,
+    collect_only: bool = False,
 ) -> dict[str, Any]:
+    """Train the missing arms (or, collect_only, just gather what each arm's directory holds), then summarise."""
     out.mkdir(parents=True, exist_ok=True)
     results: list[dict[str, Any]] = []
     active = None
     for arm in arms:
+        if collect_only:
+            if (out / arm / "metrics.jsonl").exists():
+                result = collect(arm, out / arm)
+                result["epochs_planned"] = epochs
+                results.append(result)
+            continue
         extra: list[str] = []
         if arm == "uniform":
             if active is None:
                 raise click_error("the uniform arm needs the defaults arm first (it copies its active count)")
             extra = ["--min-active", str(active), "--pad-threshold", str(active + 1)]
         result = run_arm(arm, dataset, epochs, threads, out, extra, eval_slice, test_points)
+        result["epochs_planned"] = epochs
         if arm == "defaults":
             active = round(sum(e["avg_active"] for e in result["epochs"]) / len(result["epochs"]))
         results.append(result)
