@@ -20,7 +20,7 @@ def test_lsh_sampling_reaches_dense_p_at_1_within_two_and_a_half_points(tmp_path
             params.num_labels,
             hidden=(32,),
             lsh=LSHConfig("srp", bits_per_table=6, num_tables=32, range_pow=6, bucket_capacity=64),
-            sampling=SamplingConfig(mode, min_active=100, pad_threshold=100, frequent=0),  # the tables alone
+            sampling=SamplingConfig(mode, min_active=100, pad_threshold=100, tail=20, frequent=0),  # the tables
             schedule=ScheduleConfig(rebuild_first=20, rebuild_decay=0.0, redraw_every=0),
         )
         cfg = TrainConfig(epochs=8, batch_size=128, lr=0.01, threads=2, progress=False)
@@ -41,8 +41,8 @@ def amazon_like(seed: int = 1):
 def train_defaults(tmp_path, lr: float, epochs: int, mode: str = "lsh"):
     params, train_ds, test_ds = amazon_like()
     # the engine's defaults with the active set scaled to 1% of the outputs (200 of 20,000), as 1,000 of
-    # 670,091 is at the Amazon shape: 50 frequent labels, the tables, and 100 weighted uniform negatives always
-    sampling = SamplingConfig(mode, min_active=200, pad_threshold=200, tail=100, frequent=50)
+    # 670,091 is at the Amazon shape: 50 frequent labels, the tables, and 80 weighted uniform negatives always
+    sampling = SamplingConfig(mode, min_active=200, pad_threshold=200, tail=80, frequent=50)
     net = NetworkConfig(params.num_features, params.num_labels, hidden=(64,), sampling=sampling)
     cfg = TrainConfig(epochs=epochs, lr=lr, threads=2, progress=False, recall_every=0)
     return train(net, cfg, train_ds, test_ds, tmp_path / f"{mode}-{lr}")
