@@ -309,5 +309,38 @@ def _train(comm, train_path, test_path, dataset, data_dir, out_dir, preset, **o)
     run(net, cfg, train_ds, test_ds, Path(out_dir), comm, resume=o["resume"], on_epoch=report)
 
 
+@main.group()
+def lsh() -> None:
+    """Inspect the hash tables of a run."""
+
+
+@lsh.command()
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
+@click.option("--train", "train_path", type=click.Path(exists=True, dir_okay=False), help="The run's training file.")
+@click.option("--dataset", help="The run's registered dataset instead of --train.")
+@click.option("--data-dir", help="Where registered datasets live.")
+@click.option("--points", type=click.IntRange(min=1), default=512, show_default=True, help="Training inputs probed.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
+def inspect(run_dir, train_path, dataset, data_dir, points, as_json) -> None:
+    """Retrieval, active-set shares, bucket occupancy and top-k recall of RUN_DIR's latest checkpoint
+    (run under `mpiexec -n P` with the run's P)."""
+    import json
+
+    from dslide.comm import Communicator
+    from dslide.data.xc_format import load_dataset
+    from dslide.lsh.inspect import inspect_checkpoint
+
+    comm = Communicator()
+    train_path, _ = _data_paths(comm, dataset, data_dir, train_path, None, need_test=False)
+    out = inspect_checkpoint(Path(run_dir), load_dataset(train_path), points, comm)
+    if comm.rank != 0:
+        return
+    if as_json:
+        click.echo(json.dumps(out))
+        return
+    for key, value in out.items():
+        click.echo(f"{key:24s} {value:,.4f}" if isinstance(value, float) else f"{key:24s} {value}")
+
+
 if __name__ == "__main__":
     main()

@@ -52,3 +52,20 @@ def test_every_epoch_is_reported(files, tmp_path):
                                        "--min-active", "5", "--pad-threshold", "5"])  # fmt: skip
     assert result.exit_code == 0, result.output
     assert "epoch 1: P@1" in result.output and "epoch 2: P@1" in result.output
+
+
+def test_lsh_inspect_prints_the_tables_figures_of_a_checkpoint(files, tmp_path):
+    import json
+
+    run = tmp_path / "run"
+    args = ["train", "--train", str(files / "train.txt"), "--test", str(files / "test.txt"), "--out", str(run),
+            "--hidden", "8", "--no-progress", "--hash", "srp", "--bits", "2", "--range-pow", "2", "--tables", "4",
+            "--frequent", "3", "--tail", "3", "--min-active", "5", "--pad-threshold", "5"]  # fmt: skip
+    assert CliRunner().invoke(main, args).exit_code == 0
+    result = CliRunner().invoke(main, ["lsh", "inspect", str(run), "--train", str(files / "train.txt"), "--json",
+                                       "--points", "50"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output.strip().splitlines()[-1])
+    assert out["points"] == 50 and out["lsh_retrieved_mean"] > 0
+    shares = out["label_share"] + out["frequent_share"] + out["lsh_share"] + out["padding_share"]
+    assert abs(shares - 1) < 1e-9 and 0 <= out["recall_top5"] <= 1
