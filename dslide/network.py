@@ -192,6 +192,10 @@ class Network:
             scores, ids = self.output.sampled_topk(h, k, step)
         else:
             scores, ids = self.output.exact_topk(h, k)
+        return self._merge_topk(scores, ids, k)
+
+    def _merge_topk(self, scores: np.ndarray, ids: np.ndarray, k: int) -> np.ndarray | None:
+        """The global top-k ids per sample from every rank's local (scores, ids): rank 0 gets them, others None."""
         if scores.shape[1] < k:  # a rank with fewer than k neurons pads with -inf
             pad = k - scores.shape[1]
             scores = np.pad(scores, ((0, 0), (0, pad)), constant_values=-np.inf)
@@ -211,17 +215,7 @@ class Network:
         _, full = self._hidden_forward(batch)
         h = full[-1]
         K = max(ks)
-        scores, ids = self.output.exact_topk(h, K)
-        if scores.shape[1] < K:
-            pad = K - scores.shape[1]
-            scores = np.pad(scores, ((0, 0), (0, pad)), constant_values=-np.inf)
-            ids = np.pad(ids, ((0, 0), (0, pad)), constant_values=-1)
-        all_scores, all_ids = self.comm.gather_to_root(scores), self.comm.gather_to_root(ids)
-        top = None
-        if all_scores is not None:
-            cand_scores, cand_ids = np.concatenate(list(all_scores), axis=1), np.concatenate(list(all_ids), axis=1)
-            order = np.argsort(-cand_scores, axis=1, kind="stable")[:, :K]
-            top = np.take_along_axis(cand_ids, order, axis=1)
+        top = self._merge_topk(*self.output.exact_topk(h, K), K)
         top = self.comm.bcast_object(top)
         B = batch.size
         retrieved = np.zeros(B, dtype=np.int64)
