@@ -102,6 +102,16 @@ def adam_rows(
                 W[r, k] -= lr * (mk / c1) / (math.sqrt(vk / c2) + eps)
 
 
+@numba.njit(inline="always", fastmath=True, cache=True)
+def adam_entry(w, m, v, r, g, lr, beta1, beta2, eps, c1, c2) -> None:
+    """One Adam update of entry r of a flat parameter, given its gradient g and the bias corrections c1, c2."""
+    mk = beta1 * m[r] + (1.0 - beta1) * g
+    vk = beta2 * v[r] + (1.0 - beta2) * g * g
+    m[r] = mk
+    v[r] = vk
+    w[r] -= lr * (mk / c1) / (math.sqrt(vk / c2) + eps)
+
+
 @numba.njit(parallel=True, fastmath=True, cache=True)
 def adam_at(
     w: np.ndarray,
@@ -119,13 +129,7 @@ def adam_at(
     c1 = 1.0 - beta1**step
     c2 = 1.0 - beta2**step
     for i in numba.prange(len(idx)):
-        r = idx[i]
-        g = grad[i]
-        mk = beta1 * m[r] + (1.0 - beta1) * g
-        vk = beta2 * v[r] + (1.0 - beta2) * g * g
-        m[r] = mk
-        v[r] = vk
-        w[r] -= lr * (mk / c1) / (math.sqrt(vk / c2) + eps)
+        adam_entry(w, m, v, idx[i], grad[i], lr, beta1, beta2, eps, c1, c2)
 
 
 @numba.njit(parallel=True, fastmath=True, cache=True)
@@ -137,9 +141,4 @@ def adam_dense(
     c1 = 1.0 - beta1**step
     c2 = 1.0 - beta2**step
     for r in numba.prange(len(w)):
-        g = grad[r]
-        mk = beta1 * m[r] + (1.0 - beta1) * g
-        vk = beta2 * v[r] + (1.0 - beta2) * g * g
-        m[r] = mk
-        v[r] = vk
-        w[r] -= lr * (mk / c1) / (math.sqrt(vk / c2) + eps)
+        adam_entry(w, m, v, r, grad[r], lr, beta1, beta2, eps, c1, c2)
