@@ -17,6 +17,7 @@ import numpy as np
 from dslide.config import LSHConfig, SamplingConfig, ScheduleConfig, TrainConfig
 from dslide.init import init_columns, init_rows
 from dslide.kernels.adam import adam_dense, adam_rows, group_by_row
+from dslide.kernels.full_softmax import full_softmax_deltas
 from dslide.kernels.sampled_output import output_backward_update, output_logits, softmax_stats
 from dslide.kernels.sparse_input import sparse_input_forward
 from dslide.kernels.topk import merge_topk, sparse_topk
@@ -203,6 +204,7 @@ class SampledOutputLayer:
         self.sampler = OutputSampler(len(owned), num_labels, in_dim, lsh, sampling, schedule, hash_seed)
         self.sampler.init_tables(self.params.W)
         self.sampling_all_rows = False  # group every row, touched or not (SLIDE's dense Adam)
+        self._z = self._grad = None  # the full softmax's (B, N) logits and (N, in) gradient, reused every step
 
     @property
     def tables(self):
@@ -274,8 +276,13 @@ class SampledOutputLayer:
     # -- the full softmax (sampling mode "dense"): matrix products instead of per-entry kernels -------------
 
     def full_logits(self, h: np.ndarray) -> np.ndarray:
-        """(B, local neurons) logits of every neuron this rank owns."""
-        return h @ self.params.W.T + self.bias.b
+        """(B, local neurons) logits of every neuron this rank owns, into a buffer reused across steps."""
+        shape = (h.shape[0], self.params.W.shape[0])
+        if self._z is None or self._z.shape != shape:
+            self._z = np.empty(shape, dtype=np.float32)
+        np.matmul(h, self.params.W.T, out=self._z)
+        self._z += self.bias.b
+        return self._z
 
     def full_backward_update(
         self,
@@ -290,17 +297,14 @@ class SampledOutputLayer:
         step: int,
     ) -> np.ndarray:
         """Full-softmax backward and Adam on every row; z (the logits) is overwritten. Returns this rank's dL/dh."""
-        B = h.shape[0]
-        np.subtract(z, gmax[:, None], out=z)
-        np.exp(z, out=z)
-        scale = np.where(inv_ylen > 0, 1.0 / (gsum * B), 0.0).astype(np.float32)
-        z *= scale[:, None]  # softmax / B, zero for unlabelled points
-        sample = np.repeat(np.arange(B), np.diff(lab_ptr))
-        np.subtract.at(z, (sample, lab_ids), inv_ylen[sample] / np.float32(B))  # minus the soft targets
-        dh = z @ self.params.W
-        grad = z.T @ h
+        full_softmax_deltas(z, gmax, gsum, lab_ptr, lab_ids, inv_ylen)
         p = self.params
-        adam_dense(p.W.ravel(), p.m.ravel(), p.v.ravel(), grad.ravel(), adam.lr, adam.beta1, adam.beta2, adam.eps, step)
+        dh = z @ p.W
+        if self._grad is None:
+            self._grad = np.empty_like(p.W)
+        np.matmul(z.T, h, out=self._grad)
+        adam_dense(p.W.ravel(), p.m.ravel(), p.v.ravel(), self._grad.ravel(), adam.lr, adam.beta1, adam.beta2,
+                   adam.eps, step)  # fmt: skip
         gb = z.sum(axis=0)
         adam_dense(self.bias.b, self.bias.m, self.bias.v, gb, adam.lr, adam.beta1, adam.beta2, adam.eps, step)
         return dh

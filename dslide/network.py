@@ -17,6 +17,7 @@ import numpy as np
 from dslide.comm import Communicator
 from dslide.config import NetworkConfig, TrainConfig
 from dslide.init import layer_scales, output_bias_prior
+from dslide.kernels.full_softmax import full_softmax_stats
 from dslide.layers import Adam, DenseHiddenLayer, SampledOutputLayer, SparseInputLayer
 from dslide.partition import all_owned, global_to_local
 
@@ -159,10 +160,8 @@ class Network:
         lab_ptr, lab_ids, inv_ylen = self._local_labels(batch)
         if self.cfg.sampling.mode == "dense":  # the full softmax, by matrix products
             z = self.output.full_logits(h)
-            lmax = z.max(axis=1)
-            lsum = np.exp(z - lmax[:, None]).sum(axis=1, dtype=np.float32)
-            sample = np.repeat(np.arange(batch.size), np.diff(lab_ptr))
-            llab = (np.bincount(sample, weights=z[sample, lab_ids], minlength=batch.size) * inv_ylen).astype(np.float32)
+            lmax, lsum, llab = (np.empty(batch.size, dtype=np.float32) for _ in range(3))
+            full_softmax_stats(z, lab_ptr, lab_ids, inv_ylen, lmax, lsum, llab)
             gmax, gsum, loss = self._softmax_stats(None, lmax, lsum, llab, batch, inv_ylen)
             dh = self.output.full_backward_update(h, z, lab_ptr, lab_ids, inv_ylen, gmax, gsum, self.adam, adam_step)
             active, head = batch.size * len(self.output.owned), batch.size * len(self.output.owned)
