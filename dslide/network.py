@@ -46,7 +46,7 @@ class Batch:
 class StepResult:
     loss: float  # mean soft-target cross-entropy over the batch
     active: int  # active output neurons summed over samples, on this rank
-    head: int  # of which labels or retrieved by LSH (the rest is uniform padding), on this rank
+    head: int  # of which labels, frequent or retrieved by LSH (the rest is uniform padding), on this rank
 
 
 class Network:

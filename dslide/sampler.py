@@ -51,7 +51,7 @@ class SamplingStats:
     frequent: int = 0  # ... that were frequent neurons (not labels)
     retrieved: int = 0  # ... that came from the tables (labels and frequent neurons found there count as such)
     padding: int = 0  # ... that were uniform padding
-    head_sample: list[np.ndarray] = field(default_factory=list)  # labels + retrieved of the first samples
+    retrieved_sample: list[np.ndarray] = field(default_factory=list)  # labels + retrieved of the first samples
     # (SLIDE's counter: the frequent neurons are left out, so the figure is what the tables return)
     rebuilds: int = 0
     rebuild_seconds: float = 0.0
@@ -64,7 +64,7 @@ class SamplingStats:
         self.retrieved += int((head - fixed).sum())
         self.padding += int((count - head).sum())
         retrieved = head - fixed + n_lab
-        self.head_sample.append(retrieved[:STATS_SAMPLES_PER_STEP].astype(np.int32))
+        self.retrieved_sample.append(retrieved[:STATS_SAMPLES_PER_STEP].astype(np.int32))
 
 
 def bucket_occupancy(offsets: np.ndarray, num_neurons: int, capacity: int) -> dict[str, float]:

@@ -274,10 +274,9 @@ def _sampling_record(net: Network, comm: Communicator) -> dict[str, Any]:
     *_share: where the active entries came from (labels, frequent neurons, tables, uniform padding).
     """
     s = net.output.sampler.reset_stats()
-    heads = np.concatenate(s.head_sample).astype(np.int64) if s.head_sample else np.zeros(0, np.int64)
-    heads = comm.allreduce(heads)
-    if net.output.tables is None:  # uniform or dense: nothing is retrieved
-        heads = np.zeros(0, np.int64)
+    heads = np.zeros(0, np.int64)
+    if net.output.tables is not None and s.retrieved_sample:  # uniform or dense runs retrieve nothing
+        heads = comm.allreduce(np.concatenate(s.retrieved_sample).astype(np.int64))
     parts = comm.allreduce(np.array([s.labels, s.frequent, s.retrieved, s.padding], dtype=np.int64)).astype(float)
     total = max(parts.sum(), 1.0)
     out: dict[str, Any] = {

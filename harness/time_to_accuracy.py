@@ -19,11 +19,12 @@ best epoch-end P@1 any arm reached, and an arm's time to it is the first held-ou
 from __future__ import annotations
 
 import json
-import math
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+import click
 
 from harness.records import git_commit, machine_info
 
@@ -41,12 +42,13 @@ def run_arm(
     arm: str, dataset: str, epochs: int, threads: int, out: Path, extra: list[str], eval_slice: int, test_points: int
 ) -> dict[str, Any]:
     """Train one arm (resuming an interrupted one) and return its metrics and held-out curve."""
+    from dslide.data.batching import num_batches
     from dslide.data.registry import dataset_paths
 
     train_path, _ = dataset_paths(dataset)
     with open(train_path) as f:
         points = int(f.readline().split()[0])  # XC header: points features labels
-    steps = math.ceil(points / 128)
+    steps = num_batches(points, 128)
     work = out / arm
     done = work / "metrics.jsonl"
     if done.exists() and len(done.read_text().splitlines()) >= epochs:
@@ -64,6 +66,13 @@ def run_arm(
     (work / "code.json").write_text(json.dumps(git_commit()) + "\n")  # the code this arm runs, at its start
     subprocess.run(command, check=True)
     return collect(arm, work)
+
+
+KEEP = (
+    "p@1", "p@5", "popularity_p@1", "top1_concentration", "loss", "samples_per_s", "avg_active",
+    "lsh_retrieved_p50", "lsh_retrieved_p95", "recall_top1", "recall_top5", "recall_top100",
+    "label_share", "frequent_share", "lsh_share", "padding_share", "rebuilds", "rebuild_time_s", "test_points",
+)  # fmt: skip
 
 
 def collect(arm: str, work: Path) -> dict[str, Any]:
@@ -86,13 +95,6 @@ def collect(arm: str, work: Path) -> dict[str, Any]:
     command = (work / "command.txt").read_text().strip() if (work / "command.txt").exists() else None
     code = json.loads((work / "code.json").read_text()) if (work / "code.json").exists() else None
     return {"arm": arm, "command": command, "code": code, "curve": points, "epochs": epochs}
-
-
-KEEP = (
-    "p@1", "p@5", "popularity_p@1", "top1_concentration", "loss", "samples_per_s", "avg_active",
-    "lsh_retrieved_p50", "lsh_retrieved_p95", "recall_top1", "recall_top5", "recall_top100",
-    "label_share", "frequent_share", "lsh_share", "padding_share", "rebuilds", "rebuild_time_s", "test_points",
-)  # fmt: skip
 
 
 def time_to_target(arm: dict[str, Any], target: float) -> float | None:
@@ -167,7 +169,7 @@ def run(
         extra: list[str] = []
         if arm == "uniform":
             if active is None:
-                raise click_error("the uniform arm needs the defaults arm first (it copies its active count)")
+                raise click.UsageError("the uniform arm needs the defaults arm first (it copies its active count)")
             extra = ["--min-active", str(active), "--pad-threshold", str(active + 1)]
         result = run_arm(arm, dataset, epochs, threads, out, extra, eval_slice, test_points)
         result["epochs_planned"] = epochs
@@ -180,9 +182,3 @@ def run(
     tmp.replace(out / "summary.json")
     plot(summary, out / "time-to-accuracy.png")
     return summary
-
-
-def click_error(message: str) -> Exception:
-    import click
-
-    return click.UsageError(message)
