@@ -176,6 +176,8 @@ def run(
         if arm == "defaults":
             active = round(sum(e["avg_active"] for e in result["epochs"]) / len(result["epochs"]))
         results.append(result)
+    if not results:
+        raise click.UsageError(f"{out}: no arm has a finished epoch to summarise")
     summary = summarise(results, dataset, threads)
     tmp = out / ".summary.json.tmp"
     tmp.write_text(json.dumps(summary, indent=1) + "\n")
