@@ -28,7 +28,7 @@ def amazon_shaped_file(tmp_path_factory):
 def test_parse_amazon_shaped(benchmark, amazon_shaped_file):
     path, expected = amazon_shaped_file
     size = path.stat().st_size
-    ds = benchmark.pedantic(read_xc, args=(path,), rounds=3, warmup_rounds=1)
+    ds = benchmark.pedantic(read_xc, args=(path,), rounds=5, warmup_rounds=1)
     assert ds.fingerprint() == expected.fingerprint()
     benchmark.extra_info["bytes"] = size
     benchmark.extra_info["MB_per_s"] = size / 1e6 / benchmark.stats.stats.mean
@@ -38,16 +38,16 @@ def test_parse_amazon_shaped(benchmark, amazon_shaped_file):
 def test_cached_reload(benchmark, amazon_shaped_file):
     path, expected = amazon_shaped_file
     load_dataset(path)  # writes the cache
-    ds = benchmark.pedantic(load_dataset, args=(path,), rounds=5, warmup_rounds=1)
+    ds = benchmark.pedantic(load_dataset, args=(path,), rounds=7, warmup_rounds=1)
     assert ds.fingerprint() == expected.fingerprint()
 
 
 def test_write_amazon_shaped(benchmark, amazon_shaped_file, tmp_path):
     _, ds = amazon_shaped_file
-    benchmark.pedantic(write_xc, args=(tmp_path / "out.txt", ds), rounds=3, warmup_rounds=1)
+    benchmark.pedantic(write_xc, args=(tmp_path / "out.txt", ds), rounds=5, warmup_rounds=1)
 
 
 def test_generate_amazon_shaped(benchmark):
     params = dataclasses.replace(PRESETS["amazon670k"], num_train=BENCH_POINTS, num_test=0)
-    train, _ = benchmark.pedantic(generate, args=(params, 0), rounds=2, warmup_rounds=0)
+    train, _ = benchmark.pedantic(generate, args=(params, 0), rounds=3, warmup_rounds=1)
     assert len(train) == BENCH_POINTS

@@ -59,7 +59,7 @@ def test_training_samples_per_second(benchmark, network, data, threads):
             state["step"] += 1
         return active
 
-    active = benchmark.pedantic(run_batches, rounds=3, iterations=1, warmup_rounds=1)
+    active = benchmark.pedantic(run_batches, rounds=5, iterations=1, warmup_rounds=1)
     samples_per_s = 4 * BATCH / benchmark.stats.stats.median
     benchmark.extra_info.update(samples_per_s=samples_per_s, active_per_sample=active / (4 * BATCH))
     assert active / (4 * BATCH) >= ACTIVE
@@ -67,13 +67,15 @@ def test_training_samples_per_second(benchmark, network, data, threads):
 
 def test_table_rebuild_seconds(benchmark, network):
     numba.set_num_threads(2)
-    benchmark.pedantic(network.output.sampler.rebuild, args=(network.output.params.W,), rounds=3, iterations=1)
+    benchmark.pedantic(
+        network.output.sampler.rebuild, args=(network.output.params.W,), rounds=5, iterations=1, warmup_rounds=1
+    )
 
 
 def test_exact_inference_samples_per_second(benchmark, network, data):
     numba.set_num_threads(2)
     _, test = data
     batch = Batch.from_dataset(test, np.arange(256))
-    top = benchmark.pedantic(network.predict_topk, args=(batch, 5), rounds=3, iterations=1, warmup_rounds=1)
+    top = benchmark.pedantic(network.predict_topk, args=(batch, 5), rounds=5, iterations=1, warmup_rounds=1)
     benchmark.extra_info.update(samples_per_s=256 / benchmark.stats.stats.median)
     assert top.shape == (256, 5)

@@ -48,7 +48,7 @@ def test_hash_and_rebuild_output_layer(benchmark, threads, output_layer) -> None
     def rebuild() -> None:
         tables.build(family.hash(weights), seed=3)
 
-    benchmark.pedantic(rebuild, rounds=3, iterations=1, warmup_rounds=1)
+    benchmark.pedantic(rebuild, rounds=5, iterations=1, warmup_rounds=1)
     assert tables.ids.shape == (CFG.num_tables, NEURONS)
     assert tables.offsets[:, -1].min() > 0.99 * NEURONS  # few buckets overflow capacity 128
 
@@ -57,7 +57,7 @@ def test_chunked_rebuild_output_layer(benchmark, threads, output_layer) -> None:
     """The same work through LSHTables.rebuild, which never holds the (N, L) codes (about 100 MB less)."""
     weights, family, tables = output_layer
     benchmark.extra_info["threads"] = threads
-    benchmark.pedantic(tables.rebuild, args=(family, weights, 3), rounds=3, iterations=1, warmup_rounds=1)
+    benchmark.pedantic(tables.rebuild, args=(family, weights, 3), rounds=5, iterations=1, warmup_rounds=1)
     assert tables.offsets[:, -1].min() > 0.99 * NEURONS
 
 
@@ -65,7 +65,7 @@ def test_rebuild_tables_from_codes(benchmark, threads, output_layer) -> None:
     weights, family, tables = output_layer
     codes = family.hash(weights)
     benchmark.extra_info["threads"] = threads
-    benchmark.pedantic(tables.build, args=(codes, 3), rounds=3, iterations=1, warmup_rounds=1)
+    benchmark.pedantic(tables.build, args=(codes, 3), rounds=5, iterations=1, warmup_rounds=1)
 
 
 def test_hash_hidden_batch(benchmark, threads, output_layer) -> None:

@@ -261,6 +261,35 @@ def report_command(runs: str, out: str) -> None:
     click.echo(f"report: {write_report(Path(runs), Path(out))}")
 
 
+@main.command("bench", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--save-baseline", is_flag=True, help="Run and store a new baseline in benchmarks/baseline/.")
+@click.option("--threshold", type=click.FloatRange(0.01, 10), default=None,
+              help="Calibrated slowdown that fails a benchmark (default harness.bench.THRESHOLD).")  # fmt: skip
+@click.option("--retries", type=click.IntRange(0, 10), default=None, help="Re-runs of a benchmark over it.")
+@click.option("--record", "record_to", type=click.Path(dir_okay=False), default=None,
+              help="Append the verdicts (with machine and commit) to this JSON-lines file.")  # fmt: skip
+@click.argument("pytest_args", nargs=-1, type=click.UNPROCESSED)
+def bench_command(
+    save_baseline: bool, threshold: float | None, retries: int | None, record_to: str | None, pytest_args: tuple
+) -> None:
+    """Regression check: every benchmark against the stored baseline, relative to this machine's calibration."""
+    from pathlib import Path
+
+    from harness import bench
+
+    try:
+        rc = bench.check(
+            list(pytest_args),
+            bench.THRESHOLD if threshold is None else threshold,
+            bench.RETRIES if retries is None else retries,
+            save=save_baseline,
+            record_to=Path(record_to) if record_to else None,
+        )
+    except bench.BenchError as err:
+        raise click.ClickException(str(err)) from err
+    sys.exit(rc)
+
+
 @main.command("time-to-accuracy")
 @click.option("--dataset", default="amazon670k-medium", show_default=True)
 @click.option("--epochs", type=click.IntRange(min=1), default=3, show_default=True)

@@ -1,0 +1,99 @@
+"""The regression check: calibrated ratios, re-runs before failing, the table, and a real pytest-benchmark run."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from harness import bench
+from harness.bench import BenchError, Row, Timing, format_table, judge, load_timings, over_threshold
+
+PROJECT = Path(__file__).resolve().parents[2]
+
+
+def test_a_machine_twice_as_slow_everywhere_is_not_a_regression():
+    baseline = Timing("b", min_s=1.0, reference_s=0.010)
+    assert judge(baseline, [Timing("b", 2.0, 0.020)], 0.15).verdict == "ok"
+    assert judge(baseline, [Timing("b", 2.0, 0.020)], 0.15).ratio == pytest.approx(1.0)
+
+
+def test_a_slower_benchmark_on_the_same_machine_is():
+    row = judge(Timing("b", 1.0, 0.010), [Timing("b", 1.3, 0.010)], 0.15)
+    assert row.verdict == "REGRESSED" and row.ratio == pytest.approx(1.3)
+
+
+def test_the_best_attempt_speaks_for_the_benchmark():
+    baseline = Timing("b", 1.0, 0.010)
+    row = judge(baseline, [Timing("b", 1.4, 0.010), Timing("b", 1.05, 0.010)], 0.15)
+    assert (row.verdict, row.attempts, row.now_s) == ("ok", 2, 1.05)
+
+
+def test_faster_new_and_not_run_verdicts():
+    assert judge(Timing("b", 1.0, 0.01), [Timing("b", 0.5, 0.01)], 0.15).verdict == "faster"
+    assert judge(None, [Timing("b", 0.5, 0.01)], 0.15).verdict == "new"
+    assert judge(Timing("b", 1.0, 0.01), [], 0.15).verdict == "not run"
+
+
+def test_only_benchmarks_over_the_threshold_are_run_again():
+    baseline = {"a": Timing("a", 1.0, 0.01), "b": Timing("b", 1.0, 0.01)}
+    now = {"a": Timing("a", 1.2, 0.01), "b": Timing("b", 1.1, 0.01), "c": Timing("c", 9.0, 0.01)}
+    assert over_threshold(baseline, now, 0.15) == ["a"]
+
+
+def test_the_table_has_one_row_per_benchmark_and_the_five_columns():
+    rows = [
+        Row("benchmarks/test_x.py::test_a", 0.5, 0.6, 1.2, "REGRESSED", 3),
+        Row("benchmarks/t::b", None, 2e-5, None, "new"),
+    ]
+    lines = format_table(rows, 0.15).splitlines()
+    assert lines[0].split() == ["benchmark", "baseline", "now", "ratio", "verdict"]
+    assert lines[2].split() == ["test_x.py::test_a", "500.0", "ms", "600.0", "ms", "1.200", "REGRESSED", "(3", "runs)"]
+    assert lines[3].split()[:4] == ["t::b", "-", "20.0", "us"]
+
+
+def test_a_baseline_without_calibration_is_refused_by_name(tmp_path):
+    stored = tmp_path / "0001_baseline.json"
+    stored.write_text(json.dumps({"benchmarks": [{"fullname": "benchmarks/t.py::test_a", "stats": {"min": 1.0}}]}))
+    with pytest.raises(BenchError, match=r"0001_baseline.json.*test_a.*save-baseline"):
+        load_timings(stored)
+
+
+def test_selection_options_are_dropped_for_reruns():
+    assert bench.without_selection(["-k", "hash", "-x", "-khash", "-q"]) == ["-x", "-q"]
+
+
+TINY_BENCH = """
+import os
+import numpy as np
+
+WORK = int(os.environ.get("TINY_BENCH_WORK", "1"))
+DATA = np.ones(100_000)
+
+
+def test_tiny(benchmark):
+    benchmark.pedantic(lambda: [DATA.sum() for _ in range(WORK)], rounds=30, warmup_rounds=3)
+"""
+
+
+def test_a_real_run_saves_a_baseline_then_catches_a_slowdown(tmp_path, monkeypatch, capsys):
+    bench_dir = tmp_path / "benchmarks"
+    bench_dir.mkdir()
+    shutil.copy(PROJECT / "benchmarks" / "conftest.py", bench_dir / "conftest.py")
+    (bench_dir / "test_tiny.py").write_text(TINY_BENCH)
+    monkeypatch.setenv("PYTHONPATH", str(PROJECT))
+    monkeypatch.setenv("TINY_BENCH_WORK", "1")
+    assert bench.check([], save=True, bench_dir=bench_dir) == 0
+    stored = bench.newest_baseline(bench_dir / "baseline")
+    assert stored is not None and "test_tiny" in next(iter(load_timings(stored)))
+
+    monkeypatch.setenv("TINY_BENCH_WORK", "8")  # eight times the work: far past any noise
+    record = tmp_path / "verdicts.jsonl"
+    assert bench.check([], threshold=0.15, retries=1, bench_dir=bench_dir, record_to=record) == 1
+    out = capsys.readouterr().out
+    assert "REGRESSED (2 runs)" in out
+    line = json.loads(record.read_text())
+    assert [name.split("::")[-1] for name in line["regressed"]] == ["test_tiny"]
+    assert line["code"]["commit"] and line["machine"]["cores"]
