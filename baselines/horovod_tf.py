@@ -19,7 +19,9 @@ layer's allreduce during the first layer's backward), and comm_time_s is null.
 
 from __future__ import annotations
 
+import json
 import os
+import socket
 import time
 from pathlib import Path
 
@@ -70,6 +72,11 @@ def fit_horovod(
 
     hvd.init()
     rank, size = hvd.rank(), hvd.size()
+    # pid and host of every rank (the harness records which host ran which rank), as `dslide train` writes them
+    ranks = hvd.allgather_object({"pid": os.getpid(), "host": socket.gethostname()})
+    if rank == 0 and out_dir is not None:
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
+        (Path(out_dir) / "ranks.json").write_text(json.dumps(dict(enumerate(ranks)), indent=1))
     set_threads(settings.threads)
     model = SparseMLP(
         train.num_features, train.num_labels, settings.hidden, settings.init_scale, settings.seed, sparse_gradient

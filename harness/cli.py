@@ -110,11 +110,12 @@ def cluster_status_command(as_json: bool) -> None:
 @main.command("run", context_settings={"ignore_unknown_options": False})
 @click.option("--system", type=click.Choice(["dslide", "tf-dense", "tf-sampled", "horovod", "payload"]), required=True,
               help="payload: the harness's own MPI self-test (harness/payload.py; its flags go after --).")  # fmt: skip
-@click.option("--nodes", type=click.IntRange(1, 253), default=1, show_default=True)
-@click.option("--cores", "cores_per_node", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Cores per node (also the system's --threads).")  # fmt: skip
+@click.option("--nodes", type=click.IntRange(1, 253), default=None,
+              help="Nodes [default: 1; with --launcher slurm, the allocation's].")  # fmt: skip
+@click.option("--cores", "cores_per_node", type=click.IntRange(min=1), default=None,
+              help="Cores per node, also the system's --threads [default: 1; slurm: the allocation's].")  # fmt: skip
 @click.option("--bandwidth", default=None,
-              help="Per-direction link rate: 100mbit, 1gbit (default), ...; with --hostfile only a label.")  # fmt: skip
+              help="Per-direction link rate: 100mbit, 1gbit (default), ...; on real hosts only a label.")  # fmt: skip
 @click.option("--dataset", default=None, help="A registered dataset or synthetic preset (see `harness data list`).")
 @click.option("--data-dir", default=None, help="Where registered datasets live.")
 @click.option("--train", type=click.Path(dir_okay=False), default=None, help="XC-format training file.")
@@ -132,6 +133,16 @@ def cluster_status_command(as_json: bool) -> None:
 @click.option("--no-emulation", is_flag=True, help="Plain local mpiexec: loopback, unshaped (recorded as such).")
 @click.option("--hostfile", type=click.Path(dir_okay=False, exists=True), default=None,
               help="Real cluster: one host per line; ssh, no emulation.")  # fmt: skip
+@click.option("--launcher", type=click.Choice(["slurm"]), default=None,
+              help="slurm: inside an allocation (salloc/sbatch), one rank per node, started through srun.")  # fmt: skip
+@click.option("--iface", default=None,
+              help="Real hosts: the interface the ranks talk over; its counters go in the record.")  # fmt: skip
+@click.option("--shape", default=None,
+              help="Real hosts: a tbf of this rate (e.g. 1gbit) on --iface of each host during the run.")  # fmt: skip
+@click.option("--ssh", default="ssh", show_default=True,
+              help="Real hosts: the program that reaches them (mpiexec's launcher and the harness's own).")  # fmt: skip
+@click.option("--head-address", default=None,
+              help="Real hosts: the address they reach this machine at (Hydra's -localhost).")  # fmt: skip
 @click.option("--mtu", type=int, default=None, help="Emulated link MTU.")
 @click.option("--timeout", "timeout_s", type=float, default=3600.0, show_default=True,
               help="Seconds before the job is killed.")  # fmt: skip
@@ -139,7 +150,8 @@ def cluster_status_command(as_json: bool) -> None:
 def run_command(system: str, nodes: int, cores_per_node: int, bandwidth: str, dataset: str | None,
                 data_dir: str | None, train: str | None, test: str | None, epochs: int, max_steps: int | None,
                 out: str, work_dir: str | None, keep_checkpoints: bool, name: str | None, oversubscribe: bool,
-                no_emulation: bool, hostfile: str | None, mtu: int | None, timeout_s: float,
+                no_emulation: bool, hostfile: str | None, launcher: str | None, iface: str | None,
+                shape: str | None, ssh: str, head_address: str | None, mtu: int | None, timeout_s: float,
                 system_args: tuple[str, ...]) -> None:  # fmt: skip
     """Run one system on an emulated cluster (or locally / on real hosts) and record it.
 
@@ -148,24 +160,38 @@ def run_command(system: str, nodes: int, cores_per_node: int, bandwidth: str, da
     from pathlib import Path
 
     from harness.cluster import ClusterError
+    from harness.hosts import HostError
     from harness.launch import LaunchError
     from harness.rates import RateError
     from harness.records import RecordError
     from harness.run import RunError, RunSpec, run
+    from harness.slurm import SlurmError, allocation
 
-    if no_emulation and hostfile:
-        raise click.UsageError("--no-emulation and --hostfile exclude each other")
+    modes = [
+        m for m, on in (("--no-emulation", no_emulation), ("--hostfile", hostfile), ("--launcher", launcher)) if on
+    ]
+    if len(modes) > 1:
+        raise click.UsageError(f"{' and '.join(modes)} exclude each other")
+    emulation = "hostfile" if hostfile else "slurm" if launcher else "none" if no_emulation else "netns"
     if bandwidth is None:
-        bandwidth = "unknown" if hostfile else "1gbit"
-    spec = RunSpec(system=system, nodes=nodes, cores_per_node=cores_per_node, bandwidth=bandwidth, train=train,
-                   test=test, dataset=dataset, data_dir=data_dir, epochs=epochs, max_steps=max_steps, out=Path(out),
-                   name=name, emulation="hostfile" if hostfile else "none" if no_emulation else "netns",
-                   hostfile=hostfile, oversubscribe=oversubscribe, mtu=mtu, timeout_s=timeout_s,
+        bandwidth = "unknown" if emulation in ("hostfile", "slurm") else "1gbit"
+    if emulation == "slurm" and (nodes is None or cores_per_node is None):
+        try:
+            alloc = allocation()
+        except SlurmError as err:
+            raise click.ClickException(str(err)) from err
+        nodes = len(alloc.nodes) if nodes is None else nodes
+        cores_per_node = alloc.cpus_per_node if cores_per_node is None else cores_per_node
+    spec = RunSpec(system=system, nodes=nodes or 1, cores_per_node=cores_per_node or 1, bandwidth=bandwidth,
+                   train=train, test=test, dataset=dataset, data_dir=data_dir, epochs=epochs, max_steps=max_steps,
+                   out=Path(out), name=name, emulation=emulation,
+                   hostfile=hostfile, iface=iface, shape=shape, ssh=ssh, head_address=head_address,
+                   oversubscribe=oversubscribe, mtu=mtu, timeout_s=timeout_s,
                    work_root=Path(work_dir) if work_dir else None, keep_checkpoints=keep_checkpoints,
                    system_args=list(system_args))  # fmt: skip
     try:
         record = run(spec)
-    except (RunError, ClusterError, RateError, LaunchError, RecordError) as err:
+    except (RunError, ClusterError, RateError, LaunchError, RecordError, HostError, SlurmError) as err:
         raise click.ClickException(str(err)) from err
     if record["status"] != "ok":
         sys.exit(1)
@@ -194,35 +220,82 @@ def _split(text: str, kind: type = str) -> list:
 @click.option("--name", default="sweep", show_default=True, help="Records file OUT/<name>.jsonl (resumes from it).")
 @click.option("--oversubscribe", is_flag=True)
 @click.option("--work-dir", default=None, type=click.Path(file_okay=False), help="As for `harness run`.")
+@click.option("--launcher", type=click.Choice(["slurm"]), default=None,
+              help="slurm: every point in this allocation; with --iface, bandwidths are set by tc.")  # fmt: skip
+@click.option("--iface", default=None, help="As for `harness run` (slurm).")
+@click.option("--head-address", default=None, help="As for `harness run` (slurm).")
 @click.argument("system_args", nargs=-1, type=click.UNPROCESSED)
 def sweep_command(systems: str, nodes_list: str, cores_list: str, bandwidths: str, dataset: str | None,
                   data_dir: str | None, train: str | None, test: str | None, epochs: int, max_steps: int | None,
                   budget_s: float, out: str, name: str, oversubscribe: bool, work_dir: str | None,
+                  launcher: str | None, iface: str | None, head_address: str | None,
                   system_args: tuple[str, ...]) -> None:  # fmt: skip
-    """Run systems x nodes x cores x bandwidths on emulated clusters; skips points already recorded.
+    """Run systems x nodes x cores x bandwidths on emulated clusters (or in a Slurm allocation); skips points
+    already recorded.
 
     Arguments after `--` go to every system.
     """
     from pathlib import Path
 
     from harness.cluster import ClusterError
+    from harness.hosts import HostError
     from harness.rates import RateError
     from harness.records import RecordError
     from harness.run import RunError, RunSpec
+    from harness.slurm import SlurmError
     from harness.sweep import sweep
 
     base = RunSpec(system="payload", dataset=dataset, data_dir=data_dir, train=train, test=test, epochs=epochs,
                    max_steps=max_steps, out=Path(out), name=name, oversubscribe=oversubscribe,
-                   work_root=Path(work_dir) if work_dir else None, system_args=list(system_args))  # fmt: skip
+                   work_root=Path(work_dir) if work_dir else None, system_args=list(system_args),
+                   emulation="slurm" if launcher else "netns", iface=iface, head_address=head_address)  # fmt: skip
     try:
         records = sweep(base, _split(systems), _split(nodes_list, int), _split(cores_list, int),
                         _split(bandwidths), budget_s)  # fmt: skip
-    except (RunError, ClusterError, RateError, RecordError) as err:
+    except (RunError, ClusterError, RateError, RecordError, HostError, SlurmError) as err:
         raise click.ClickException(str(err)) from err
     failed = [r for r in records if r["status"] != "ok"]
     click.echo(f"{len(records)} point(s) run, {len(failed)} not ok; records in {Path(out) / (name + '.jsonl')}")
     if failed:
         sys.exit(1)
+
+
+@main.command("slurm-script", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--nodes", type=click.IntRange(1, 10000), required=True)
+@click.option("--cores", type=click.IntRange(min=1), default=1, show_default=True, help="CPUs per node (per rank).")
+@click.option("--time", "time_limit", default="1:00:00", show_default=True, help="Slurm time limit.")
+@click.option("--partition", default=None)
+@click.option("--job-name", default="dslide", show_default=True)
+@click.option("--log", default="dslide-%j.out", show_default=True, help="sbatch --output (%j: the job id).")
+@click.option("--output", "-o", "output", type=click.Path(dir_okay=False), required=True, help="The sbatch file.")
+@click.argument("harness_args", nargs=-1, required=True, type=click.UNPROCESSED)
+def slurm_script_command(nodes: int, cores: int, time_limit: str, partition: str | None, job_name: str, log: str,
+                         output: str, harness_args: tuple[str, ...]) -> None:  # fmt: skip
+    """Write an sbatch file for `harness run ...` or `harness sweep ...` (the arguments after --).
+
+    Example: harness slurm-script --nodes 8 --cores 4 -o run.sbatch -- run --system dslide --dataset amazon670k
+    --iface eth0 --shape 1gbit. `--launcher slurm` (and, for run, --nodes/--cores) are added; submit with sbatch.
+    """
+    from pathlib import Path
+
+    from dslide.checkpoint import atomic_write_text
+    from harness.slurm import SlurmError, sbatch_script
+
+    args = list(harness_args)
+    if not args or args[0] not in ("run", "sweep"):
+        raise click.UsageError("give the harness command after --: `run ...` or `sweep ...`")
+    own = args[: args.index("--")] if "--" in args else args  # the harness's options, not the system's
+    added = [] if "--launcher" in own else ["--launcher", "slurm"]
+    if args[0] == "run":
+        added += [arg for option, value in (("--nodes", nodes), ("--cores", cores)) if option not in own
+                  for arg in (option, str(value))]  # fmt: skip
+    args[1:1] = added
+    try:
+        text = sbatch_script(args, nodes, cores, time_limit, job_name, log, partition)
+    except SlurmError as err:
+        raise click.BadParameter(str(err), param_hint="--time") from err
+    atomic_write_text(Path(output), text)
+    click.echo(f"wrote {output}: submit with `sbatch {output}`")
 
 
 @main.command("reproduce")
@@ -301,6 +374,7 @@ def bench_command(
 @click.option("--out", type=click.Path(file_okay=False), default=None,
               help="Default: results/time-to-accuracy/DATASET.")  # fmt: skip
 @click.option("--collect-only", is_flag=True, help="Train nothing: summarise and plot what the arms' runs hold.")
+@click.option("--arm-args", default="", help="`dslide train` options for every arm, e.g. '--frequent 0'.")
 def time_to_accuracy_command(
     dataset: str,
     epochs: int,
@@ -310,6 +384,7 @@ def time_to_accuracy_command(
     test_points: int,
     out: str | None,
     collect_only: bool,
+    arm_args: str,
 ) -> None:
     """P@1 against wall-clock for each sampling arm, one after the other on this machine (resumable)."""
     from pathlib import Path
@@ -321,7 +396,8 @@ def time_to_accuracy_command(
     if unknown:
         raise click.BadParameter(f"unknown arms {unknown}; known: {', '.join(ARMS)}", param_hint="--arms")
     target = Path(out) if out else results_dir() / "time-to-accuracy" / dataset
-    summary = run(dataset, epochs, threads, target, names, eval_slice, test_points, collect_only)
+    summary = run(dataset, epochs, threads, target, names, eval_slice, test_points, collect_only,
+                  shlex.split(arm_args))  # fmt: skip
     for arm in summary["arms"]:
         last = arm["epochs"][-1]
         reach = arm["time_to_target_s"]
@@ -329,6 +405,12 @@ def time_to_accuracy_command(
             f"{arm['arm']:9s} P@1 {last['p@1']:.4f} after {last['epoch']} epochs, {last['train_s']:,.0f} s; "
             f"target {summary['target_p@1']:.3f} at {'-' if reach is None else f'{reach:,.0f} s'} (measured)"
         )
+    pop = summary["arms"][0]["epochs"][0].get("popularity_p@1")
+    ceiling = summary.get("count_predictor_p@1")
+    click.echo(
+        f"label popularity P@1 {'-' if pop is None else f'{pop:.4f}'}; count predictor (the data's ceiling, "
+        f"computed) {'-' if ceiling is None else f'{ceiling:.4f}'}"
+    )
     click.echo(f"-> {target / 'summary.json'}, {target / 'time-to-accuracy.png'}")
 
 

@@ -80,19 +80,39 @@ def mpi_flavour(mpiexec: str) -> str:
 
 
 def hostfile_command(
-    hosts: list[str], ranks_per_node: int, program: list[str], mpiexec: str | None = None
+    hosts: list[str],
+    ranks_per_node: int,
+    program: list[str],
+    mpiexec: str | None = None,
+    ssh: str = "ssh",
+    head_address: str | None = None,
 ) -> list[str]:
     """ssh launch on real hosts (same environment path on every host), no emulation: Hydra's flags, or Open MPI's
-    mpirun flags (which does not forward the environment by itself, so the variables the ranks need go by -x)."""
+    mpirun flags (which does not forward the environment by itself, so the variables the ranks need go by -x).
+
+    ssh: the program that reaches the hosts (Hydra's -launcher-exec, Open MPI's plm_rsh_agent). head_address:
+    the address the hosts reach this machine at (Hydra's -localhost), for a head node whose own name resolves
+    to an address the hosts cannot reach.
+    """
     exe = mpiexec or mpiexec_path()
     n = str(ranks_per_node * len(hosts))
     if mpi_flavour(exe) == "openmpi":
+        if head_address:
+            raise LaunchError(
+                "--head-address is Hydra's -localhost; with Open MPI choose the interface with "
+                "OMPI_MCA_oob_tcp_if_include / OMPI_MCA_btl_tcp_if_include in the environment"
+            )
         forward = [arg for var in ("DSLIDE_HARNESS_PYTHON", "PYTHONUNBUFFERED", "NUMBA_NUM_THREADS", "PATH")
                    for arg in ("-x", var)]  # fmt: skip
         root = ["--allow-run-as-root"] if os.geteuid() == 0 else []
+        agent = ["--mca", "plm_rsh_agent", ssh] if ssh != "ssh" else []
         slots = ",".join(f"{h}:{ranks_per_node}" for h in hosts)
-        return [exe, *root, "--host", slots, "--map-by", f"ppr:{ranks_per_node}:node", "-np", n, *forward, *program]
-    return [exe, "-launcher", "ssh", "-hosts", ",".join(hosts), "-ppn", str(ranks_per_node), "-n", n, *program]
+        return [exe, *root, *agent, "--host", slots, "--map-by", f"ppr:{ranks_per_node}:node", "-np", n, *forward,
+                *program]  # fmt: skip
+    agent = ["-launcher-exec", ssh] if ssh != "ssh" else []
+    head = ["-localhost", head_address] if head_address else []
+    return [exe, "-launcher", "ssh", *agent, *head, "-hosts", ",".join(hosts), "-ppn", str(ranks_per_node), "-n", n,
+            *program]  # fmt: skip
 
 
 def local_command(ranks: int, program: list[str]) -> list[str]:

@@ -28,15 +28,17 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from harness import launch
+from harness import launch, slurm
 from harness.cluster import Cluster, emulation_problem
+from harness.hosts import Hosts, over_ssh
+from harness.rates import parse_rate
 from harness.records import append_record
 from harness.run_record import build_record, read_metrics
 
 DEFAULT_WORK_ROOT = Path(os.environ.get("DSLIDE_HARNESS_WORK", Path.home() / ".cache" / "dslide" / "runs"))
 SYSTEMS = ("dslide", "tf-dense", "tf-sampled", "horovod", "payload")
 SINGLE_NODE_SYSTEMS = ("tf-dense", "tf-sampled")
-EMULATIONS = ("netns", "none", "hostfile")
+EMULATIONS = ("netns", "none", "hostfile", "slurm")
 
 
 class RunError(RuntimeError):
@@ -59,6 +61,10 @@ class RunSpec:
     name: str | None = None  # records go to OUT/<name>.jsonl (default: the system)
     emulation: str = "netns"
     hostfile: str | None = None
+    iface: str | None = None  # real hosts: the interface whose counters are read (and shaped with `shape`)
+    shape: str | None = None  # real hosts: a tbf of this rate on `iface` for the run
+    ssh: str = "ssh"  # real hosts: the program mpiexec and the harness reach them with
+    head_address: str | None = None  # real hosts: where they reach this machine (Hydra's -localhost)
     oversubscribe: bool = False
     mtu: int | None = None
     timeout_s: float = 3600.0
@@ -84,6 +90,15 @@ class RunSpec:
             raise RunError("give either --dataset or --train/--test, not both")
         if self.emulation == "hostfile" and not self.hostfile:
             raise RunError("--hostfile FILE is needed to run on real hosts")
+        real_only = {"--iface": self.iface, "--shape": self.shape, "--head-address": self.head_address,
+                     "--ssh": self.ssh if self.ssh != "ssh" else None}  # fmt: skip
+        given = [option for option, value in real_only.items() if value]
+        if self.emulation not in ("hostfile", "slurm") and given:
+            raise RunError(f"{', '.join(given)}: only for real hosts (--hostfile or --launcher slurm)")
+        if self.emulation == "slurm" and self.ssh != "ssh":
+            raise RunError("--ssh: a Slurm run reaches its nodes with srun, not ssh")
+        if self.shape and not self.iface:
+            raise RunError("--shape needs --iface: the interface the ranks talk over on every host")
 
 
 def resolve_data(spec: RunSpec) -> tuple[str | None, str | None]:
@@ -133,13 +148,22 @@ def run(spec: RunSpec, console: Console | None = None) -> dict[str, Any]:
     """Carry out one run and append its record (also for failed runs); returns the record."""
     console = console or Console(stderr=True)
     spec.check()
-    hosts = launch.read_hostfile(spec.hostfile) if spec.emulation == "hostfile" else None
-    if hosts:
+    hosts, remote = None, None
+    if spec.emulation == "hostfile":
+        hosts, remote = launch.read_hostfile(spec.hostfile), over_ssh(spec.ssh)  # type: ignore[arg-type]
         spec.nodes = len(hosts)
+    elif spec.emulation == "slurm":
+        alloc = slurm.allocation()
+        slurm.check_fits(alloc, spec.nodes, spec.cores_per_node)
+        hosts, remote = alloc.nodes[: spec.nodes], slurm.srun_on
     cluster = None
     if spec.emulation == "netns":  # checks nodes, cores, rate and MTU before anything is made
         cluster = Cluster(spec.nodes, spec.bandwidth, spec.cores_per_node, mtu=spec.mtu,
                           oversubscribe=spec.oversubscribe)  # fmt: skip
+    real_hosts = Hosts(hosts, spec.iface, remote) if hosts and spec.iface else None
+    if spec.shape:
+        parse_rate(spec.shape)  # a bad rate is an argument error, before anything runs
+        spec.bandwidth = spec.shape
     train, test = resolve_data(spec)
     problem = emulation_problem() if cluster else None  # after the arguments: their errors come first
     if problem:
@@ -156,22 +180,32 @@ def run(spec: RunSpec, console: Console | None = None) -> dict[str, Any]:
             stack.enter_context(cluster)
             command = launch.emulated_command(cluster.state, 1, program)  # type: ignore[arg-type]
         elif hosts:
-            command = launch.hostfile_command(hosts, 1, program)
+            if spec.emulation == "slurm":
+                command = slurm.launch_command(mpiexec, launch.mpi_flavour(mpiexec), hosts, program, spec.head_address)
+            else:
+                command = launch.hostfile_command(hosts, 1, program, mpiexec, spec.ssh, spec.head_address)
+            if spec.shape:
+                stack.enter_context(real_hosts.shaped(spec.shape))  # type: ignore[union-attr]
         else:
             command = launch.local_command(spec.nodes, program)
         command[0] = mpiexec
-        before = cluster.wire_counters() if cluster else None
+        counters = cluster.wire_counters if cluster else real_hosts.counters if real_hosts else None
+        before = counters() if counters else None
         label = f"{spec.system} on {spec.nodes} node(s) x {spec.cores_per_node} core(s)"
-        label += f" at {spec.bandwidth}" if spec.emulation == "netns" else f" ({spec.emulation} emulation)"
+        label += f" at {spec.bandwidth}" if spec.emulation == "netns" else f" ({spec.emulation}, {spec.bandwidth})"
         console.print(f"[bold]run {run_id}[/]: {label}")
         env = launch.launch_env(tcp=spec.emulation == "netns" and spec.force_tcp)  # real hosts: MPI's choice
         env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # the baselines' TensorFlow: warnings and errors only
         outcome = run_mpiexec(command, env, work, spec.timeout_s, console, label)
-        after = cluster.wire_counters() if cluster else None
+        after = counters() if counters and outcome["stopped"] is None else None
         oversubscribed = cluster.oversubscribed if cluster else False
         addresses = {n.address: n.hostname for n in cluster.state.nodes} if cluster and cluster.state else {}
-    record = build_record(spec, run_id, work, train, test, command, outcome, before, after, oversubscribed, addresses)
+    how = "by srun steps" if spec.emulation == "slurm" else "over ssh"
+    counter = f"{spec.iface} tx_bytes on each host (kernel interface counter, read {how})" if real_hosts else None
+    record = build_record(spec, run_id, work, train, test, command, outcome, before, after, oversubscribed, addresses,
+                          counter)  # fmt: skip
     record["cluster_prefix"] = cluster.prefix if cluster else None
+    record["hosts"] = hosts  # real hosts: the hostfile's, or the allocation's nodes used (rank_hosts: who ran what)
     if not spec.keep_checkpoints and (work / "checkpoint").is_dir():
         shutil.rmtree(work / "checkpoint")  # the harness made `work`; the metrics are in the record
     record["wall_time_s"] = round(time.time() - started, 3)

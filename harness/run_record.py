@@ -63,6 +63,15 @@ def explain_failure(outcome: dict[str, Any], work: Path, addresses: dict[str, st
     return f"mpiexec exited with status {outcome['returncode']}; last output:\n{last}"
 
 
+def rank_hosts(work: Path) -> dict[str, str] | None:
+    """Which host each rank ran on, as the ranks themselves reported it (their hostname, in ranks.json)."""
+    try:
+        ranks = json.loads((work / "ranks.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return {rank: info.get("host") for rank, info in ranks.items()}
+
+
 def _rank_of_pid(work: Path, pid: int) -> int | None:
     try:
         ranks = json.loads((work / "ranks.json").read_text())
@@ -74,12 +83,17 @@ def _rank_of_pid(work: Path, pid: int) -> int | None:
 Counters = dict[str, dict[str, int]]  # node -> counter -> value
 
 
-def summarize_counters(before: Counters | None, after: Counters | None) -> dict[str, Any] | None:
+EMULATED_COUNTER = "eth0 tx_bytes inside each node (kernel interface counter); tbf: upload qdisc bytes sent"
+
+
+def summarize_counters(
+    before: Counters | None, after: Counters | None, counter: str = EMULATED_COUNTER
+) -> dict[str, Any] | None:
     if before is None or after is None:
         return None
     per_node = {node: {k: after[node][k] - before[node][k] for k in after[node]} for node in after}
     return {
-        "counter": "eth0 tx_bytes inside each node (kernel interface counter); tbf: upload qdisc bytes sent",
+        "counter": counter,
         "per_node": per_node,
         "tx_bytes": sum(c["tx_bytes"] for c in per_node.values()),
         "tbf_sent_bytes": sum(c["tbf_sent_bytes"] for c in per_node.values()),
@@ -107,11 +121,12 @@ def build_record(
     after: Counters | None,
     oversubscribed: bool,
     addresses: dict[str, str],
+    counter: str | None = None,
 ) -> dict[str, Any]:
     """The run record (see harness/records.py for the fixed fields)."""
     metrics = read_metrics(work)
     last = metrics[-1] if metrics else {}
-    wire = summarize_counters(before, after)
+    wire = summarize_counters(before, after, counter or EMULATED_COUNTER)
     steps = last.get("steps")
     steps_per_epoch = full_steps_per_epoch(last, train, spec.system_args)
     # Partial epochs (--max-steps, here or passed through to the system) are extrapolated, and labelled so.
@@ -169,6 +184,7 @@ def build_record(
         "steps": steps,
         "steps_per_epoch": steps_per_epoch,
         "wire": wire,
+        "rank_hosts": rank_hosts(work),
         "epochs": metrics,
         "config": {
             "epochs": spec.epochs,

@@ -17,6 +17,7 @@ from typing import Any
 
 from rich.console import Console
 
+from harness import slurm
 from harness.rates import parse_rate
 from harness.records import read_records
 from harness.run import SINGLE_NODE_SYSTEMS, SYSTEMS, RunError, RunSpec, run
@@ -62,16 +63,21 @@ def sweep(base: RunSpec, systems: list[str], nodes: list[int], cores: list[int],
         train, test = str(Path(base.train).resolve()), str(Path(base.test or "").resolve())
         base = dataclasses.replace(base, train=train, test=test)
     available = len(os.sched_getaffinity(0))
+    alloc = slurm.allocation() if base.emulation == "slurm" else None
     todo = []
     for system, n, c, bw in points(systems, nodes, cores, bandwidths):
         what = f"{system} {n} node(s) x {c} core(s) at {bw}"
         if point_key(system, n, c, bw, base) in done:
             console.print(f"[dim]skip {what}: recorded[/]")
             continue
-        if n * c > available and not base.oversubscribe:
+        if alloc is not None:
+            slurm.check_fits(alloc, n, c)  # every point must fit the allocation: say so before the first run
+        elif n * c > available and not base.oversubscribe:
             console.print(f"[yellow]skip {what}: needs {n * c} cores, {available} available (--oversubscribe)[/]")
             continue
-        spec = dataclasses.replace(base, system=system, nodes=n, cores_per_node=c, bandwidth=bw, timeout_s=budget_s)
+        shape = bw if alloc is not None and base.iface else None  # real links: the rate is applied with tc
+        spec = dataclasses.replace(base, system=system, nodes=n, cores_per_node=c, bandwidth=bw, timeout_s=budget_s,
+                                   shape=shape)  # fmt: skip
         spec.check()  # every point's arguments before the first run, not hours into the sweep
         todo.append(spec)
     return [run(spec, console) for spec in todo]

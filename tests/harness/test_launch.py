@@ -73,3 +73,10 @@ def test_open_mpi_gets_its_own_flags_and_the_environment_forwarded(tmp_path):
     assert "ppr:2:node" in command and command[-1] == "prog"
     assert command[command.index("-x") : command.index("-x") + 2] == ["-x", "DSLIDE_HARNESS_PYTHON"]
     assert hostfile_command(["a"], 1, ["prog"], mpiexec=str(hydra))[1:3] == ["-launcher", "ssh"]
+    # a custom ssh program and the head's address: Hydra's -launcher-exec and -localhost, Open MPI's rsh agent
+    custom = hostfile_command(["a"], 1, ["prog"], mpiexec=str(hydra), ssh="/k/ssh", head_address="198.18.0.9")
+    assert custom[1:7] == ["-launcher", "ssh", "-launcher-exec", "/k/ssh", "-localhost", "198.18.0.9"]
+    agent = hostfile_command(["a"], 1, ["prog"], mpiexec=str(fake), ssh="/k/ssh")
+    assert agent[agent.index("plm_rsh_agent") + 1] == "/k/ssh"
+    with pytest.raises(LaunchError, match="OMPI_MCA_oob_tcp_if_include"):
+        hostfile_command(["a"], 1, ["prog"], mpiexec=str(fake), head_address="198.18.0.9")

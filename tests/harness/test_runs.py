@@ -109,6 +109,15 @@ def harness(*argv, **kwargs):
         (["--system", "dslide", "--train", "/nonexistent/train.txt", "--test", "/nonexistent/t"], "no such data file"),
         (["--system", "dslide", "--dataset", "no-such-dataset"], "unknown dataset"),
         (["--system", "payload", "--nodes", "64", "--cores", "64"], "--oversubscribe"),
+        (["--system", "payload", "--nodes", "2", "--iface", "eth0"], "--iface: only for real hosts"),
+        (["--system", "payload", "--no-emulation", "--hostfile", "/etc/hostname"], "exclude each other"),
+        (["--system", "payload", "--hostfile", "/etc/hostname", "--shape", "1gbit"], "--shape needs --iface"),
+        (
+            ["--system", "payload", "--hostfile", "/etc/hostname", "--iface", "eth0", "--shape", "1 gigabit"],
+            "unknown unit",
+        ),
+        (["--system", "payload", "--hostfile", "/etc/hostname", "--iface", "eth0; rm -rf /"], "not an interface"),
+        (["--system", "payload", "--launcher", "slurm"], "inside a Slurm allocation"),
     ],
 )
 def test_bad_run_arguments_get_clear_errors(tmp_path, argv, message):
