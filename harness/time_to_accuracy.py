@@ -13,7 +13,8 @@ Arms (all on one node, the same threads):
 
 Figures: P@1 and train_seconds are *measured* (clocks; evaluation time excluded); the target is 90% of the
 best epoch-end P@1 any arm reached, and an arm's time to it is the first held-out evaluation at or above it
-(*measured*, at evaluation granularity).
+(*measured*, at evaluation granularity). On skip-gram sets the summary also holds `count_predictor_p@1`
+(*computed*, harness/ceiling.py): what memorising the training co-occurrences scores, the data's ceiling.
 """
 
 from __future__ import annotations
@@ -121,6 +122,22 @@ def summarise(arms: list[dict[str, Any]], dataset: str, threads: int) -> dict[st
     }
 
 
+def count_predictor(dataset: str, test_points: int) -> float | None:
+    """The data's own ceiling on the arms' test points (skip-gram sets only; harness/ceiling.py)."""
+    import numpy as np
+
+    from dslide.data.registry import dataset_paths
+    from dslide.data.xc_format import load_dataset
+    from harness.ceiling import count_predictor_p_at_1
+
+    try:
+        train_path, test_path = dataset_paths(dataset, make=False)
+    except (KeyError, FileNotFoundError, ValueError):
+        return None  # not a dataset this machine holds: nothing to compute it from
+    test = load_dataset(test_path)
+    return count_predictor_p_at_1(load_dataset(train_path), test.subset(np.arange(min(test_points, len(test)))))
+
+
 def plot(summary: dict[str, Any], path: Path) -> None:
     from harness.report import pyplot, save_figure
 
@@ -136,6 +153,8 @@ def plot(summary: dict[str, Any], path: Path) -> None:
     pop = summary["arms"][0]["epochs"][0].get("popularity_p@1")
     if pop is not None:
         ax.axhline(pop, color="grey", linestyle=":", label="label popularity")
+    if summary.get("count_predictor_p@1") is not None:
+        ax.axhline(summary["count_predictor_p@1"], color="grey", linestyle="-.", label="count predictor (computed)")
     ax.axhline(summary["target_p@1"], color="black", linestyle="--", linewidth=0.8, label="target")
     ax.set_xscale("log")
     ax.set_xlabel("training time, s (measured; evaluation excluded; log scale)")
@@ -154,6 +173,7 @@ def run(
     eval_slice: int,
     test_points: int,
     collect_only: bool = False,
+    arm_args: list[str] | None = None,
 ) -> dict[str, Any]:
     """Train the missing arms (or, collect_only, just gather what each arm's directory holds), then summarise."""
     out.mkdir(parents=True, exist_ok=True)
@@ -166,11 +186,11 @@ def run(
                 result["epochs_planned"] = epochs
                 results.append(result)
             continue
-        extra: list[str] = []
+        extra: list[str] = list(arm_args or [])  # every arm's, e.g. ["--frequent", "0"]
         if arm == "uniform":
             if active is None:
                 raise click.UsageError("the uniform arm needs the defaults arm first (it copies its active count)")
-            extra = ["--min-active", str(active), "--pad-threshold", str(active + 1)]
+            extra += ["--min-active", str(active), "--pad-threshold", str(active + 1)]
         result = run_arm(arm, dataset, epochs, threads, out, extra, eval_slice, test_points)
         result["epochs_planned"] = epochs
         if arm == "defaults":
@@ -179,6 +199,8 @@ def run(
     if not results:
         raise click.UsageError(f"{out}: no arm has a finished epoch to summarise")
     summary = summarise(results, dataset, threads)
+    summary["arm_args"] = list(arm_args or [])
+    summary["count_predictor_p@1"] = count_predictor(dataset, test_points)
     tmp = out / ".summary.json.tmp"
     tmp.write_text(json.dumps(summary, indent=1) + "\n")
     tmp.replace(out / "summary.json")

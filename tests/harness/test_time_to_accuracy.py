@@ -28,3 +28,13 @@ def test_curves_are_cumulative_and_time_to_target_is_the_first_crossing(tmp_path
     assert a["time_to_target_s"] == 20.0  # 0.7 < 0.72 at 15 s
     assert b["time_to_target_s"] is None  # never reached 0.72
     assert summary["code"]["commit"] and "cpu_model" in summary["machine"]
+
+
+def test_collect_only_keeps_the_arm_arguments_and_skips_the_ceiling_without_data(tmp_path):
+    from harness.time_to_accuracy import run
+
+    write_run(tmp_path / "defaults", [(10.0, [(5.0, 0.3), (10.0, 0.5)], 0.5)])
+    summary = run("no-such-dataset", 1, 2, tmp_path, ["defaults"], 100, 100, collect_only=True,
+                  arm_args=["--frequent", "0"])  # fmt: skip
+    assert summary["arm_args"] == ["--frequent", "0"] and summary["count_predictor_p@1"] is None
+    assert (tmp_path / "summary.json").exists() and (tmp_path / "time-to-accuracy.png").exists()

@@ -1,0 +1,33 @@
+from __future__ import annotations
+
+import numpy as np
+
+from dslide.data.dataset import SparseDataset
+from dslide.data.text_corpus import skipgram_dataset
+from harness.ceiling import count_predictor_p_at_1
+
+
+def test_the_commonest_context_is_predicted_and_scored_like_a_loop_would():
+    rng = np.random.default_rng(0)
+    ids = rng.integers(0, 30, size=3000).astype(np.int32)
+    ids[1::2] = (ids[::2] * 7 + 1) % 30  # every other word follows its partner: predictable
+    ds = skipgram_dataset(ids, 30, window=1)
+    train, test = ds.subset(np.arange(2000)), ds.subset(np.arange(2000, 3000))
+    counts = np.zeros((30, 30), dtype=int)
+    for i in range(len(train)):
+        for label in train.label_indices[train.label_indptr[i] : train.label_indptr[i + 1]]:
+            counts[train.feat_indices[i], label] += 1
+    best = [max(range(30), key=lambda c, w=w: (counts[w, c], c)) for w in range(30)]
+    hits = [best[test.feat_indices[i]] in test.label_indices[test.label_indptr[i] : test.label_indptr[i + 1]]
+            for i in range(len(test))]  # fmt: skip
+    assert count_predictor_p_at_1(train, test) == np.mean(hits)
+    assert np.mean(hits) > 0.4  # far above the 1/30 of a guess
+
+
+def test_undefined_for_points_with_several_features():
+    ds = SparseDataset(
+        feat_indptr=np.array([0, 2], dtype=np.int64), feat_indices=np.array([0, 1], dtype=np.int32),
+        feat_values=np.ones(2, dtype=np.float32), label_indptr=np.array([0, 1], dtype=np.int64),
+        label_indices=np.array([0], dtype=np.int32), num_features=2, num_labels=1,
+    )  # fmt: skip
+    assert count_predictor_p_at_1(ds, ds) is None
