@@ -135,6 +135,8 @@ def count_predictor(dataset: str, test_points: int) -> float | None:
     except (KeyError, FileNotFoundError, ValueError):
         return None  # not a dataset this machine holds: nothing to compute it from
     test = load_dataset(test_path)
+    if not np.all(np.diff(test.feat_indptr) == 1):
+        return None  # several features per point: no count predictor (and no need to load the training set)
     return count_predictor_p_at_1(load_dataset(train_path), test.subset(np.arange(min(test_points, len(test)))))
 
 
@@ -159,7 +161,8 @@ def plot(summary: dict[str, Any], path: Path) -> None:
     ax.set_xscale("log")
     ax.set_xlabel("training time, s (measured; evaluation excluded; log scale)")
     ax.set_ylabel("P@1 (held-out slice: line; test set at epoch end: dots)")
-    ax.set_title(f"{summary['dataset']}: P@1 against wall-clock, {summary['threads']} threads")
+    common = f" (every arm: {' '.join(summary['arm_args'])})" if summary.get("arm_args") else ""
+    ax.set_title(f"{summary['dataset']}: P@1 against wall-clock, {summary['threads']} threads{common}", fontsize=10)
     ax.legend(fontsize=8)
     save_figure(fig, path)
 
