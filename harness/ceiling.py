@@ -14,9 +14,13 @@ import numpy as np
 from dslide.data.dataset import SparseDataset
 
 
+def one_feature_per_point(ds: SparseDataset) -> bool:
+    return bool(np.all(np.diff(ds.feat_indptr) == 1))
+
+
 def count_predictor_p_at_1(train: SparseDataset, test: SparseDataset) -> float | None:
     """P@1 on `test` of predicting, for each point's single feature, its commonest training label."""
-    if not (np.all(np.diff(train.feat_indptr) == 1) and np.all(np.diff(test.feat_indptr) == 1)) or len(test) == 0:
+    if not (one_feature_per_point(train) and one_feature_per_point(test)) or len(test) == 0:
         return None
     labels = np.int64(train.num_labels)
     centre = np.repeat(train.feat_indices.astype(np.int64), np.diff(train.label_indptr))

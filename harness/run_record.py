@@ -63,21 +63,21 @@ def explain_failure(outcome: dict[str, Any], work: Path, addresses: dict[str, st
     return f"mpiexec exited with status {outcome['returncode']}; last output:\n{last}"
 
 
-def rank_hosts(work: Path) -> dict[str, str] | None:
-    """Which host each rank ran on, as the ranks themselves reported it (their hostname, in ranks.json)."""
+def read_ranks(work: Path) -> dict[str, dict[str, Any]]:
+    """ranks.json, which the systems write: rank -> {"pid", "host"} as each rank reported it ({} if absent)."""
     try:
-        ranks = json.loads((work / "ranks.json").read_text())
+        return json.loads((work / "ranks.json").read_text())
     except (OSError, ValueError):
-        return None
-    return {rank: info.get("host") for rank, info in ranks.items()}
+        return {}
+
+
+def rank_hosts(work: Path) -> dict[str, str] | None:
+    """Which host each rank ran on (its own hostname)."""
+    return {rank: info.get("host") for rank, info in read_ranks(work).items()} or None
 
 
 def _rank_of_pid(work: Path, pid: int) -> int | None:
-    try:
-        ranks = json.loads((work / "ranks.json").read_text())
-    except (OSError, ValueError):
-        return None
-    return next((int(r) for r, info in ranks.items() if info.get("pid") == pid), None)
+    return next((int(r) for r, info in read_ranks(work).items() if info.get("pid") == pid), None)
 
 
 Counters = dict[str, dict[str, int]]  # node -> counter -> value

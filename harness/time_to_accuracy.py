@@ -128,14 +128,14 @@ def count_predictor(dataset: str, test_points: int) -> float | None:
 
     from dslide.data.registry import dataset_paths
     from dslide.data.xc_format import load_dataset
-    from harness.ceiling import count_predictor_p_at_1
+    from harness.ceiling import count_predictor_p_at_1, one_feature_per_point
 
     try:
         train_path, test_path = dataset_paths(dataset, make=False)
     except (KeyError, FileNotFoundError, ValueError):
         return None  # not a dataset this machine holds: nothing to compute it from
     test = load_dataset(test_path)
-    if not np.all(np.diff(test.feat_indptr) == 1):
+    if not one_feature_per_point(test):
         return None  # several features per point: no count predictor (and no need to load the training set)
     return count_predictor_p_at_1(load_dataset(train_path), test.subset(np.arange(min(test_points, len(test)))))
 

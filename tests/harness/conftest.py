@@ -34,3 +34,12 @@ def make_cluster() -> Iterator:
             cluster.down()
         for cluster in made:
             assert leftovers(cluster.prefix) == []
+
+
+@pytest.fixture
+def tiny_data(tmp_path) -> tuple[str, str]:
+    """(train, test) paths of the `tiny` synthetic preset, made in this test's directory."""
+    from dslide.data.registry import dataset_paths
+
+    train, test = dataset_paths("tiny", tmp_path / "data")
+    return str(train), str(test)

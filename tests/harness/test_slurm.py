@@ -20,6 +20,7 @@ import pytest
 
 from harness.records import read_records
 from harness.slurm import SlurmError, allocation, cpus_per_node, launch_command, sbatch_script
+from tests.harness.daemons import installed
 
 PACKAGES = {"slurmctld": "slurm-wlm", "slurmd": "slurm-wlm", "munged": "munge"}
 # ip netns exec gives the node a fresh /sys without cgroup mounts; slurmd's cgroup plugin needs them (v1 here).
@@ -71,18 +72,6 @@ def test_slurm_script_adds_the_launcher_and_the_shape_but_not_after_the_system_a
                            "--bytes", "8"]  # fmt: skip
 
 
-def binary(name: str) -> str:
-    path = shutil.which(name) or f"/usr/sbin/{name}"
-    if Path(path).exists():
-        return path
-    install = subprocess.run(["apt-get", "install", "-y", "--no-install-recommends", PACKAGES[name]],
-                             capture_output=True, text=True, env={"DEBIAN_FRONTEND": "noninteractive",
-                             "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"})  # fmt: skip
-    if install.returncode != 0 or not Path(f"/usr/sbin/{name}").exists():
-        pytest.skip(f"no {name} and apt-get could not install {PACKAGES[name]}: {install.stderr.strip()[-300:]}")
-    return f"/usr/sbin/{name}"
-
-
 def slurm_cgroups() -> list[str]:
     root = Path("/sys/fs/cgroup")
     return [str(p) for p in root.glob("*/slurm*")] + [str(p) for p in root.glob("*/*/slurm*")]
@@ -91,7 +80,7 @@ def slurm_cgroups() -> list[str]:
 @pytest.fixture
 def slurm_cluster(tmp_path, make_cluster, monkeypatch):
     """(cluster, env): a running Slurm over 2 namespaced nodes at 1gbit; env has SLURM_CONF for the clients."""
-    daemons = {name: binary(name) for name in ("munged", "slurmctld", "slurmd")}
+    daemons = {name: installed(name, PACKAGES[name]) for name in ("munged", "slurmctld", "slurmd")}
     cgroups_before = slurm_cgroups()
     cluster = make_cluster(2, "1gbit")
     nodes = cluster.state.nodes
@@ -162,13 +151,6 @@ def slurm_cluster(tmp_path, make_cluster, monkeypatch):
     assert not home.exists()
 
 
-def tiny_data(tmp_path):
-    from dslide.data.registry import dataset_paths
-
-    train, test = dataset_paths("tiny", tmp_path / "data")
-    return str(train), str(test)
-
-
 def harness_cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "harness.cli", *args]
 
@@ -176,10 +158,10 @@ def harness_cli(*args: str) -> list[str]:
 @pytest.mark.root
 @pytest.mark.mpi
 @pytest.mark.slow
-def test_dslide_runs_inside_a_slurm_allocation_one_rank_per_node(tmp_path, slurm_cluster):
+def test_dslide_runs_inside_a_slurm_allocation_one_rank_per_node(tmp_path, tiny_data, slurm_cluster):
     cluster, env = slurm_cluster
     env = {**env, "MPIR_CVAR_CH4_NETMOD": "ofi", "FI_PROVIDER": "tcp"}  # one kernel: keep MPICH off shared memory
-    train, test = tiny_data(tmp_path)
+    train, test = tiny_data
     run = harness_cli("run", "--launcher", "slurm", "--system", "dslide", "--train", train, "--test", test,
                       "--max-steps", "20", "--iface", "eth0", "--head-address", cluster.bridge_address,
                       "--out", str(tmp_path / "runs"), "--work-dir", str(tmp_path / "work"))  # fmt: skip

@@ -18,20 +18,9 @@ from pathlib import Path
 import pytest
 
 from harness.run import RunSpec, run
+from tests.harness.daemons import installed
 
 PRIVSEP_DIR = Path("/run/sshd")  # Debian's sshd refuses to start without it
-
-
-def sshd_binary() -> str:
-    found = shutil.which("sshd") or ("/usr/sbin/sshd" if Path("/usr/sbin/sshd").exists() else None)
-    if found:
-        return found
-    install = subprocess.run(["apt-get", "install", "-y", "--no-install-recommends", "openssh-server"],
-                             capture_output=True, text=True, env={"DEBIAN_FRONTEND": "noninteractive", "PATH":
-                             "/usr/sbin:/usr/bin:/sbin:/bin"})  # fmt: skip
-    if install.returncode != 0 or not Path("/usr/sbin/sshd").exists():
-        pytest.skip(f"no sshd and apt-get could not install openssh-server: {install.stderr.strip()[-300:]}")
-    return "/usr/sbin/sshd"
 
 
 def keygen(path: Path) -> None:
@@ -41,7 +30,7 @@ def keygen(path: Path) -> None:
 @pytest.fixture
 def ssh_hosts(tmp_path, make_cluster):
     """(cluster, ssh wrapper, hostfile): 2 namespaced hosts at 10gbit, each with a running sshd."""
-    sshd = sshd_binary()
+    sshd = installed("sshd", "openssh-server")
     cluster = make_cluster(2, "10gbit")
     keys = tmp_path / "ssh"
     keys.mkdir(mode=0o700)
@@ -97,19 +86,12 @@ def ssh_hosts(tmp_path, make_cluster):
     assert not keys.exists()
 
 
-def tiny_data(tmp_path):
-    from dslide.data.registry import dataset_paths
-
-    train, test = dataset_paths("tiny", tmp_path / "data")
-    return str(train), str(test)
-
-
-def compare_with_emulated(tmp_path, monkeypatch, cluster, wrapper, hostfile, system: str) -> None:
+def compare_with_emulated(tmp_path, monkeypatch, data, cluster, wrapper, hostfile, system: str) -> None:
     # Real hosts use MPI's own transport choice; these hosts share one kernel, where MPICH would pick shared
     # memory, so the test asks for TCP as a user of a real cluster might (docs/cluster.md)
     monkeypatch.setenv("MPIR_CVAR_CH4_NETMOD", "ofi")
     monkeypatch.setenv("FI_PROVIDER", "tcp")
-    train, test = tiny_data(tmp_path)
+    train, test = data
     common = dict(system=system, train=train, test=test, max_steps=20, out=tmp_path, work_root=tmp_path / "work",
                   timeout_s=600)  # fmt: skip
     over_ssh = run(RunSpec(**common, emulation="hostfile", hostfile=str(hostfile), iface="eth0", shape="1gbit",
@@ -133,20 +115,20 @@ def compare_with_emulated(tmp_path, monkeypatch, cluster, wrapper, hostfile, sys
 @pytest.mark.root
 @pytest.mark.mpi
 @pytest.mark.slow
-def test_dslide_over_ssh_matches_an_emulated_run_in_bytes_on_the_wire(tmp_path, monkeypatch, ssh_hosts):
-    compare_with_emulated(tmp_path, monkeypatch, *ssh_hosts, "dslide")
+def test_dslide_over_ssh_matches_an_emulated_run_in_bytes_on_the_wire(tmp_path, monkeypatch, tiny_data, ssh_hosts):
+    compare_with_emulated(tmp_path, monkeypatch, tiny_data, *ssh_hosts, "dslide")
 
 
 @pytest.mark.root
 @pytest.mark.mpi
 @pytest.mark.tf
 @pytest.mark.slow
-def test_horovod_over_ssh_matches_an_emulated_run_in_bytes_on_the_wire(tmp_path, monkeypatch, ssh_hosts):
+def test_horovod_over_ssh_matches_an_emulated_run_in_bytes_on_the_wire(tmp_path, monkeypatch, tiny_data, ssh_hosts):
     from baselines.env import baseline_python
 
     if not baseline_python().exists():
         pytest.skip(f"no baseline environment at {baseline_python()} (nox -s horovod builds it)")
-    compare_with_emulated(tmp_path, monkeypatch, *ssh_hosts, "horovod")
+    compare_with_emulated(tmp_path, monkeypatch, tiny_data, *ssh_hosts, "horovod")
 
 
 @pytest.mark.root
