@@ -4,17 +4,20 @@
 
 --batch-size is per process: every process walks dslide's batch order with global batches of P x batch-size
 and takes its contiguous share (np.array_split, so a short last batch still splits evenly). Each process
-divides its loss by the global batch size and gradients are allreduced with Sum, so a step equals one
-single-process step on the global batch exactly. By default every gradient is dense (the first layer is
-sparse_dense_matmul, whose weight gradient is a dense features x hidden tensor), so Horovod allreduces all
-of them; no IndexedSlices reach it, hence no allgather: this is what a plain Horovod user of the paper's
-TF model sends. Per step a ring allreduce sends (and receives) 2(P-1)/P x the gradient bytes per process.
-With --sparse-gradient the first layer gathers W0's rows instead, its gradient is IndexedSlices and Horovod
-allgathers those rows (the other gradients are still allreduced).
+divides its loss by the global batch size and gradients are summed across processes, so a step equals one
+single-process step on the global batch exactly.
 
-Two modes: by default the allreduce runs as its own graph so its wall time is measured (comm_time_s); with
---overlap the real hvd.DistributedGradientTape runs inside the training graph (Horovod can start the output
-layer's allreduce during the first layer's backward), and comm_time_s is null.
+By default it is what a competent Horovod user runs: hvd.DistributedGradientTape inside the compiled step (Horovod's
+background thread starts the output layer's allreduce while the first layer's backward still runs), the first
+layer as a gather so its gradient is IndexedSlices over the rows the batch touches (Horovod allgathers those
+rows; the other gradients are allreduced), TensorFlow's fused Adam kernel, intra- and inter-op threads = --threads.
+Per step a ring allreduce sends (and receives) 2(P-1)/P x the dense gradients' bytes per process; the allgather
+sends this process's rows and receives everyone else's (counted from the gathered gradient's shape).
+
+--dense-gradient: the first layer by sparse_dense_matmul, whose weight gradient is a dense features x hidden
+tensor that Horovod allreduces whole (what a plain user of the paper's TF model sends).
+--no-overlap: the allreduce runs as its own graph after the backward pass, so its wall time is measured
+(comm_time_s); with overlap comm_time_s is null.
 """
 
 from __future__ import annotations
@@ -47,24 +50,15 @@ def io_bytes() -> tuple[int, int]:
     return int(fields["wchar"]), int(fields["rchar"])
 
 
-def slices_bytes(grad) -> int:
-    """Bytes of an IndexedSlices gradient as Horovod allgathers it: its values and its indices."""
-    return int(grad.values.numpy().nbytes + grad.indices.numpy().nbytes)
-
-
 def ring_allreduce_bytes(gradient_bytes: int, processes: int) -> int:
     """Bytes one process sends (and receives) in a ring allreduce (reduce-scatter + allgather) of a buffer."""
     return 2 * (processes - 1) * gradient_bytes // processes
 
 
 def fit_horovod(
-    train, test, settings: Settings, out_dir: Path | None, overlap: bool = False, sparse_gradient: bool = False
+    train, test, settings: Settings, out_dir: Path | None, overlap: bool = True, sparse_gradient: bool = True
 ) -> list[dict]:
     """Train data parallel under Horovod; rank 0 evaluates and writes metrics.jsonl (and steps.jsonl)."""
-    if overlap and sparse_gradient:
-        raise ValueError(
-            "--overlap counts bytes from the dense gradient sizes; it does not combine with --sparse-gradient"
-        )
     import horovod.tensorflow as hvd
     import tensorflow as tf
 
@@ -78,8 +72,8 @@ def fit_horovod(
         Path(out_dir).mkdir(parents=True, exist_ok=True)
         (Path(out_dir) / "ranks.json").write_text(json.dumps(dict(enumerate(ranks)), indent=1))
     set_threads(settings.threads)
-    model = SparseMLP(
-        train.num_features, train.num_labels, settings.hidden, settings.init_scale, settings.seed, sparse_gradient
+    model = SparseMLP.for_data(
+        train, settings.hidden, settings.init_scale, settings.seed, settings.output_bias, sparse_gradient
     )
     adam = Adam(model.parameters, settings.lr, settings.beta1, settings.beta2, settings.eps)
     hvd.broadcast_variables(model.parameters, root_rank=0)
@@ -88,6 +82,10 @@ def fit_horovod(
     # The start-up broadcast of rank 0's weights crosses the links once; it is not a training step's traffic.
     startup_bytes = (size - 1) * sum(int(np.prod(p.shape)) * p.dtype.size for p in model.parameters)
     step_signature = (*BATCH_SIGNATURE, tf.TensorSpec([], tf.float32))
+
+    def gathered_rows(grad) -> tf.Tensor:
+        """Rows of W0's IndexedSlices gradient (0 when it is dense)."""
+        return tf.shape(grad.values)[0] if isinstance(grad, tf.IndexedSlices) else tf.constant(0)
 
     @tf.function(input_signature=step_signature)
     def local_gradients(features, label_rows, label_ids, global_size):
@@ -108,8 +106,9 @@ def fit_horovod(
         with tf.GradientTape() as plain_tape:
             loss = soft_target_loss(model.logits(features), label_rows, label_ids, global_size)
         tape = hvd.DistributedGradientTape(plain_tape, op=hvd.Sum)
-        adam.apply(tape.gradient(loss, model.parameters), model.parameters)
-        return loss
+        grads = tape.gradient(loss, model.parameters)
+        adam.apply(grads, model.parameters)
+        return loss, gathered_rows(grads[0])
 
     # Trace the graphs now (tracing runs no collective), so epoch 1's time is training, not graph building.
     if overlap:
@@ -119,26 +118,31 @@ def fit_horovod(
         specs = [tf.type_spec_from_value(g) for g in symbolic_grads]
         allreduce.get_concrete_function(specs)
         apply.get_concrete_function(specs)
+    # One row of W0's IndexedSlices as Horovod allgathers it: its values and its index.
+    row_bytes = int(model.weights[0].shape[1]) * model.weights[0].dtype.size + np.dtype(np.int64).itemsize
 
     def step(global_rows: np.ndarray) -> StepResult:
         batch = make_batch(train, np.array_split(global_rows, size)[rank])
         global_size = tf.constant(float(len(global_rows)))
+        own_rows = int(batch.features.values.shape[0]) if sparse_gradient else 0  # one gradient row per nonzero
         sent = ring_allreduce_bytes(gradient_bytes, size)
+        comm = 0.0
         if overlap:
-            loss = overlapped_step(batch.features, batch.label_rows, batch.label_ids, global_size)
-            return StepResult(float(loss), len(global_rows), bytes_sent=sent, bytes_received=sent)
-        loss, grads = local_gradients(batch.features, batch.label_rows, batch.label_ids, global_size)
-        written, read = io_bytes()
-        started = time.perf_counter()
-        reduced = allreduce(grads)
-        comm = time.perf_counter() - started
-        written_after, read_after = io_bytes()
-        apply(reduced)
-        io_log.append((written_after - written, read_after - read))
-        if sparse_gradient:  # W0's IndexedSlices were allgathered: this process received everyone else's rows
-            gathered = slices_bytes(reduced[0]) - slices_bytes(grads[0])
-            gathered_log.append(gathered)
-            sent += gathered
+            loss, rows = overlapped_step(batch.features, batch.label_rows, batch.label_ids, global_size)
+            rows = int(rows)
+        else:
+            loss, grads = local_gradients(batch.features, batch.label_rows, batch.label_ids, global_size)
+            written, read = io_bytes()
+            started = time.perf_counter()
+            reduced = allreduce(grads)
+            comm = time.perf_counter() - started
+            written_after, read_after = io_bytes()
+            apply(reduced)
+            io_log.append((written_after - written, read_after - read))
+            rows = int(gathered_rows(reduced[0]))
+        if sparse_gradient:  # W0's rows were allgathered: this process received everyone else's rows
+            gathered_log.append((rows - own_rows) * row_bytes)
+            sent += gathered_log[-1]
         return StepResult(float(loss), len(global_rows), comm_time_s=comm, bytes_sent=sent, bytes_received=sent)
 
     held_out = test if settings.eval_points is None else test.subset(np.arange(min(settings.eval_points, len(test))))
@@ -192,11 +196,13 @@ def fit_horovod(
             horovod_cpu_operations=os.environ.get("HOROVOD_CPU_OPERATIONS", "mpi"),
             overlap=overlap,
             sparse_gradient=sparse_gradient,
+            optimizer="ResourceApplyAdam (fused)",
             tf_intra_op_threads=tf.config.threading.get_intra_op_parallelism_threads(),
+            tf_inter_op_threads=tf.config.threading.get_inter_op_parallelism_threads(),
             allgathered_bytes_per_rank=sum(gathered_log),
-            # socket write()/read() bytes: meaningful under Gloo; MPI's sendmsg() escapes /proc/self/io
-            io_bytes_written=sum(w for w, _ in io_log) if gloo else None,
-            io_bytes_read=sum(r for _, r in io_log) if gloo else None,
+            # socket write()/read() bytes: meaningful under Gloo without overlap; MPI's sendmsg() escapes /proc/self/io
+            io_bytes_written=sum(w for w, _ in io_log) if gloo and io_log else None,
+            io_bytes_read=sum(r for _, r in io_log) if gloo and io_log else None,
         )
         if overlap:
             record["comm_time_s"] = record["compute_time_s"] = None
@@ -209,6 +215,7 @@ def fit_horovod(
                     "epoch": epoch + 1,
                     "step": i,
                     "loss": r.loss,
+                    "seconds": r.seconds,
                     "comm_time_s": None if overlap else r.comm_time_s,
                     "bytes_sent_per_rank": r.bytes_sent,
                     "io_bytes_written": io_w,
@@ -220,11 +227,19 @@ def fit_horovod(
 
 @click.command()
 @common_options
-@click.option("--overlap", is_flag=True, help="hvd.DistributedGradientTape inside the step graph (no comm timing).")
 @click.option(
-    "--sparse-gradient",
-    is_flag=True,
-    help="First layer by gather: W0's gradient is IndexedSlices, which Horovod allgathers instead of allreducing.",
+    "--overlap/--no-overlap",
+    default=True,
+    show_default=True,
+    help="hvd.DistributedGradientTape inside the step graph (Horovod overlaps the allreduce with the backward "
+    "pass); --no-overlap runs it as its own graph and times it (comm_time_s).",
+)
+@click.option(
+    "--sparse-gradient/--dense-gradient",
+    default=True,
+    show_default=True,
+    help="First layer by gather: W0's gradient is IndexedSlices, which Horovod allgathers; --dense-gradient "
+    "allreduces W0's whole features x hidden gradient.",
 )
 @click.option(
     "--cpu-ops",
@@ -259,8 +274,6 @@ def main(
     hvd.allreduce(tf.constant(0.0), name="data_ready")  # a barrier
     train_file, test_file = dataset_files(train_path, test_path, dataset, data_dir, make=False)
     train, test = load_dataset(train_file), load_dataset(test_file)
-    if overlap and sparse_gradient:
-        raise click.UsageError("--overlap and --sparse-gradient do not combine")
     records = fit_horovod(train, test, settings_from_cli(kwargs), Path(out_dir), overlap, sparse_gradient)
     for r in records:
         click.echo(f"epoch {r['epoch']}: loss {r['loss']:.4f} p@1 {r['p@1']:.4f} {r['samples_per_s']:.1f} samples/s")

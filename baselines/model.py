@@ -1,11 +1,13 @@
 """dslide's network in TensorFlow: sparse input -> hidden ReLU layers -> full softmax over every label.
 
-Same maths as the engine: weights ~ N(0, init_scale^2) drawn by dslide.init (the same numbers as dslide for
-the same seed), biases 0; soft-target cross-entropy (target 1/|y| on
-each of the point's labels, points without labels contribute 0, summed and divided by the batch size); Adam
-with bias correction m_hat / (sqrt(v_hat) + eps), written out here rather than taken from Keras (whose Adam
-puts eps outside the bias correction). The first layer is tf.sparse.sparse_dense_matmul, sparse like the
-paper's TF baseline; its weight gradient is a dense (features x hidden) tensor.
+Same maths as the engine: the same initial weights as `dslide train` for the same seed (dslide.init: fan-in
+aware scales by default, or N(0, init_scale^2) everywhere; output biases at the label prior or 0);
+soft-target cross-entropy (target 1/|y| on each of the point's labels, points without labels contribute 0,
+summed and divided by the batch size); Adam with bias correction m_hat / (sqrt(v_hat) + eps), applied by
+TensorFlow's fused kernel (ResourceApplyAdam, what Keras' legacy Adam runs) with its epsilon rescaled so the
+update is exactly that formula. The first layer is tf.sparse.sparse_dense_matmul, sparse like the paper's TF
+baseline (its weight gradient is a dense features x hidden tensor), or a gather whose gradient is
+IndexedSlices over the rows a batch touches (`sparse_gradient`).
 """
 
 from __future__ import annotations
@@ -18,22 +20,25 @@ import numpy as np
 import tensorflow as tf
 
 from dslide.data.dataset import SparseDataset
-from dslide.init import init_rows
+from dslide.init import init_rows, layer_scales, output_bias_prior
 from dslide.metrics import precision_at_k
 
 
 def set_threads(threads: int) -> None:
-    """T threads for TensorFlow's kernels (intra-op) and one op at a time (inter-op), so T cores in all.
+    """T threads for TensorFlow's kernels (intra-op) and T ops at a time (inter-op): the node's cores.
 
     TensorFlow fixes both once it has run an op; a process that already ran one (a test run calling several
     baselines in turn) keeps its pools and gets a warning. The command-line baselines always set them first.
     """
     threading = tf.config.threading
-    if (threading.get_intra_op_parallelism_threads(), threading.get_inter_op_parallelism_threads()) == (threads, 1):
+    if (threading.get_intra_op_parallelism_threads(), threading.get_inter_op_parallelism_threads()) == (
+        threads,
+        threads,
+    ):
         return
     try:
         threading.set_intra_op_parallelism_threads(threads)
-        threading.set_inter_op_parallelism_threads(1)
+        threading.set_inter_op_parallelism_threads(threads)
     except RuntimeError as err:
         warnings.warn(f"TensorFlow's thread pools already run; threads={threads} ignored ({err})", stacklevel=2)
 
@@ -70,32 +75,56 @@ BATCH_SIGNATURE = (
 
 
 class SparseMLP(tf.Module):
-    """Weights W[0] (features x hidden[0]), ..., W[-1] (hidden[-1] x labels); biases b[i]."""
+    """Weights W[0] (features x hidden[0]), ..., W[-1] (hidden[-1] x labels); biases b[i].
+
+    init_scale None: dslide's fan-in aware scales (input_sq_norm: the training inputs' mean squared norm);
+    label_counts: output biases start at dslide's label prior (else 0).
+    """
 
     def __init__(
         self,
         num_features: int,
         num_labels: int,
         hidden: Sequence[int] = (128,),
-        init_scale: float = 0.01,
+        init_scale: float | None = 0.01,
         seed: int = 0,
         sparse_gradient: bool = False,
+        input_sq_norm: float = 1.0,
+        label_counts: np.ndarray | None = None,
     ) -> None:
         super().__init__(name="sparse_mlp")
         self.sparse_gradient = sparse_gradient
         sizes = [num_features, *hidden, num_labels]
+        scales = layer_scales(sizes[:-1], init_scale, input_sq_norm)
         # dslide's own initialisation (same seed -> same starting weights as `dslide train`); dslide keeps the
         # output layer as (labels x hidden) rows, hence the transpose.
         initial = [
-            init_rows(seed, i, np.arange(a), b, init_scale)
+            init_rows(seed, i, np.arange(a), b, scales[i])
             for i, (a, b) in enumerate(zip(sizes[:-2], sizes[1:-1], strict=True))
         ]
         initial.append(
-            np.ascontiguousarray(init_rows(seed, len(hidden), np.arange(num_labels), sizes[-2], init_scale).T)
+            np.ascontiguousarray(init_rows(seed, len(hidden), np.arange(num_labels), sizes[-2], scales[-1]).T)
         )
         self.weights = [tf.Variable(w, name=f"w{i}") for i, w in enumerate(initial)]
         self.biases = [tf.Variable(tf.zeros([b]), name=f"b{i}") for i, b in enumerate(sizes[1:])]
+        if label_counts is not None:
+            self.biases[-1].assign(output_bias_prior(label_counts, np.arange(num_labels)))
         self.num_labels = num_labels
+
+    @classmethod
+    def for_data(
+        cls,
+        train: SparseDataset,
+        hidden: Sequence[int],
+        init_scale: float | None,
+        seed: int,
+        output_bias: str = "prior",
+        sparse_gradient: bool = False,
+    ) -> SparseMLP:
+        """The network `dslide train` starts from on `train` (its inputs' norm and label counts)."""
+        counts = np.bincount(train.label_indices, minlength=train.num_labels) if output_bias == "prior" else None
+        return cls(train.num_features, train.num_labels, hidden, init_scale, seed, sparse_gradient,
+                   train.mean_sq_norm(), counts)  # fmt: skip
 
     @property
     def parameters(self) -> list[tf.Variable]:
@@ -135,7 +164,12 @@ def soft_target_loss(
 
 
 class Adam(tf.Module):
-    """Dense Adam: m, v per variable; w -= lr * m_hat / (sqrt(v_hat) + eps) with t counted from 1."""
+    """Dense Adam: m, v per variable; w -= lr * m_hat / (sqrt(v_hat) + eps) with t counted from 1.
+
+    One fused ResourceApplyAdam per variable (no temporaries of the variable's size). That kernel computes
+    w -= lr sqrt(1 - b2^t) / (1 - b1^t) * m / (sqrt(v) + eps'); eps' = eps sqrt(1 - b2^t) makes it the formula
+    above exactly. An IndexedSlices gradient is made dense first (Adam's moments decay on every row anyway).
+    """
 
     def __init__(
         self, variables: Sequence[tf.Variable], lr: float, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8
@@ -148,13 +182,14 @@ class Adam(tf.Module):
 
     def apply(self, grads: Sequence[tf.Tensor], variables: Sequence[tf.Variable]) -> None:
         t = self.step.assign_add(1.0)
-        mc = 1.0 - tf.pow(self.beta1, t)
-        vc = 1.0 - tf.pow(self.beta2, t)
+        beta1_power, beta2_power = tf.pow(self.beta1, t), tf.pow(self.beta2, t)
+        epsilon = self.eps * tf.sqrt(1.0 - beta2_power)
         for g, var, m, v in zip(grads, variables, self.m, self.v, strict=True):
-            g = tf.convert_to_tensor(g)
-            m.assign(self.beta1 * m + (1.0 - self.beta1) * g)
-            v.assign(self.beta2 * v + (1.0 - self.beta2) * tf.square(g))
-            var.assign_sub(self.lr * (m / mc) / (tf.sqrt(v / vc) + self.eps))
+            tf.raw_ops.ResourceApplyAdam(
+                var=var.handle, m=m.handle, v=v.handle, beta1_power=beta1_power, beta2_power=beta2_power,
+                lr=tf.constant(self.lr, tf.float32), beta1=tf.constant(self.beta1, tf.float32),
+                beta2=tf.constant(self.beta2, tf.float32), epsilon=epsilon, grad=tf.convert_to_tensor(g),
+            )  # fmt: skip
 
 
 def top_k_predictions(model: SparseMLP, data: SparseDataset, k: int = 5, chunk: int = 256) -> np.ndarray:

@@ -30,14 +30,15 @@ from dslide.data.dataset import SparseDataset
 
 @dataclass
 class Settings:
-    """One baseline run's knobs (the CLI flags); Adam's betas and eps default to dslide's TrainConfig."""
+    """One baseline run's knobs (the CLI flags); the defaults are `dslide train`'s (lr, initialisation, Adam)."""
 
     epochs: int = 1
     threads: int = 1
-    lr: float = 1e-4
+    lr: float = 1e-3
     batch_size: int = 128
     hidden: tuple[int, ...] = (128,)
-    init_scale: float = 0.01
+    init_scale: float | None = None  # None: dslide's fan-in aware scales
+    output_bias: str = "prior"  # or "zero"
     seed: int = 0
     max_steps: int | None = None
     eval_points: int | None = None
@@ -73,7 +74,7 @@ def fit(
 ) -> tuple[SparseMLP, list[dict]]:
     """Train for settings.epochs, evaluate after each; append one record per epoch to out_dir/metrics.jsonl."""
     set_threads(settings.threads)
-    model = SparseMLP(train.num_features, train.num_labels, settings.hidden, settings.init_scale, settings.seed)
+    model = SparseMLP.for_data(train, settings.hidden, settings.init_scale, settings.seed, settings.output_bias)
     adam = Adam(model.parameters, settings.lr, settings.beta1, settings.beta2, settings.eps)
     compiled = build_step(model, adam)
     compiled.get_concrete_function()  # trace now, so epoch 0's time is training, not graph building
@@ -119,6 +120,7 @@ def settings_from_cli(kwargs: dict) -> Settings:
         batch_size=kwargs["batch_size"],
         hidden=parse_hidden(kwargs["hidden"]),
         init_scale=kwargs["init_scale"],
+        output_bias=kwargs["output_bias"],
         seed=kwargs["seed"],
         max_steps=kwargs["max_steps"],
         eval_points=kwargs["eval_points"],

@@ -77,22 +77,32 @@ def horovodrun_gloo(n: int) -> list[str]:
 def test_two_processes_follow_one_process_on_the_doubled_batch(xc_files, tmp_path):
     one, one_record = run_horovod(mpiexec(1), xc_files, tmp_path / "one", 64)
     two, two_record = run_horovod(mpiexec(2), xc_files, tmp_path / "two", 32)
-    fused, _ = run_horovod(mpiexec(2), xc_files, tmp_path / "fused", 32, "--overlap")
-    sparse, sparse_record = run_horovod(mpiexec(2), xc_files, tmp_path / "sparse", 32, "--sparse-gradient")
+    timed, timed_record = run_horovod(mpiexec(2), xc_files, tmp_path / "timed", 32, "--no-overlap")
+    dense, dense_record = run_horovod(mpiexec(2), xc_files, tmp_path / "dense", 32, "--dense-gradient")
+    plain, plain_record = run_horovod(mpiexec(2), xc_files, tmp_path / "plain", 32, "--dense-gradient", "--no-overlap")
     losses = np.array([s["loss"] for s in one])
     assert len(losses) == 6 and np.ptp(losses) > 0.01
-    np.testing.assert_allclose([s["loss"] for s in two], losses, rtol=1e-4)
-    np.testing.assert_allclose([s["loss"] for s in fused], losses, rtol=1e-4)
-    np.testing.assert_allclose([s["loss"] for s in sparse], losses, rtol=1e-4)
-    # --sparse-gradient: W0's rows are allgathered, the rest allreduced (ring: 2(P-1)/P = 1 x their bytes at P=2).
+    for other in (two, timed, dense, plain):
+        np.testing.assert_allclose([s["loss"] for s in other], losses, rtol=1e-4)
+    # By default W0's rows are allgathered, the rest allreduced (ring: 2(P-1)/P = 1 x their bytes at P=2); the
+    # overlapped and the timed step count the same rows.
     rest = 4 * (HIDDEN + HIDDEN * 30 + 30)
-    assert sparse_record["allreduced_gradient_bytes"] == rest
-    assert sparse_record["bytes_sent_per_rank"] == 6 * rest + sparse_record["allgathered_bytes_per_rank"]
-    assert sparse_record["allgathered_bytes_per_rank"] > 0
+    for record in (two_record, timed_record):
+        assert record["sparse_gradient"] and record["allreduced_gradient_bytes"] == rest
+        assert record["bytes_sent_per_rank"] == 6 * rest + record["allgathered_bytes_per_rank"]
+    assert two_record["allgathered_bytes_per_rank"] == timed_record["allgathered_bytes_per_rank"] > 0
+    # --dense-gradient: every gradient allreduced whole
+    everything = rest + 4 * 200 * HIDDEN
+    for record in (dense_record, plain_record):
+        assert record["allreduced_gradient_bytes"] == everything and record["allgathered_bytes_per_rank"] == 0
+        assert record["bytes_sent_per_rank"] == 6 * everything
     assert two_record["nodes"] == 2 and two_record["global_batch_size"] == 64
-    assert two_record["tf_intra_op_threads"] == 1  # --threads reached TensorFlow before its first op
+    assert two_record["overlap"] and two_record["comm_time_s"] is None  # inside the graph: not timed apart
+    assert two_record["optimizer"].startswith("ResourceApplyAdam")
+    # --threads reached TensorFlow before its first op, for both its pools
+    assert (two_record["tf_intra_op_threads"], two_record["tf_inter_op_threads"]) == (1, 1)
     assert two_record["p@1"] == pytest.approx(one_record["p@1"], abs=0.01)
-    assert two_record["comm_time_s"] > 0 and two_record["compute_time_s"] > 0
+    assert timed_record["comm_time_s"] > 0 and timed_record["compute_time_s"] > 0
 
 
 @pytest.mark.parametrize("processes", [2, 3])
@@ -100,7 +110,9 @@ def test_gloo_sends_a_ring_allreduce_of_every_gradient_per_step(xc_files, tmp_pa
     # Big enough that what else crosses the sockets during the allreduce (Gloo's headers, Horovod's own
     # coordination: 1-7 KB a step, more when the machine is loaded) stays within 3% of the gradients.
     hidden = 512
-    steps, record = run_horovod(horovodrun_gloo(processes), xc_files, tmp_path / "gloo", 32, hidden=hidden)
+    steps, record = run_horovod(
+        horovodrun_gloo(processes), xc_files, tmp_path / "gloo", 32, "--dense-gradient", "--no-overlap", hidden=hidden
+    )
     features, labels = 200, 30
     gradient_bytes = 4 * (features * hidden + hidden + hidden * labels + labels)  # W0, b0, W1, b1 in float32
     assert record["allreduced_gradient_bytes"] == gradient_bytes

@@ -87,9 +87,11 @@ def test_unlabelled_points_contribute_nothing():
     assert float(loss) == 0.0
 
 
-def test_three_adam_steps_match_numpy():
+@pytest.mark.parametrize("sparse_gradient", [False, True], ids=["dense-w0-gradient", "indexed-slices"])
+def test_three_adam_steps_match_numpy(sparse_gradient):
     data = learnable_dataset(24, num_features=30, num_labels=9, seed=6)
-    model = SparseMLP(data.num_features, data.num_labels, hidden=(6,), init_scale=0.3, seed=1)
+    model = SparseMLP(data.num_features, data.num_labels, hidden=(6,), init_scale=0.3, seed=1,
+                      sparse_gradient=sparse_gradient)  # fmt: skip
     lr = 0.01
     adam = Adam(model.parameters, lr=lr)
     step = dense_step(model, adam)

@@ -26,17 +26,18 @@ def run(module_args: list[str], out) -> list[dict]:
     return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
 
 
-def test_tf_dense_matches_dslide_dense_on_the_tiny_preset(tmp_path):
+@pytest.mark.parametrize(
+    "start", [["--init-scale", "0.01", "--output-bias", "zero"], []], ids=["slides-start", "defaults"]
+)
+def test_tf_dense_matches_dslide_dense_on_the_tiny_preset(tmp_path, start):
     train, test = make_preset("tiny", seed=0)
     write_xc(tmp_path / "train.txt", train)
     write_xc(tmp_path / "test.txt", test)
     common = ["--train", str(tmp_path / "train.txt"), "--test", str(tmp_path / "test.txt"), "--epochs", "3"]
-    common += ["--lr", "0.01", "--batch-size", "128", "--hidden", "128", "--seed", "0", "--threads", "1"]
-    # the baselines start from N(0, 0.01^2) and zero biases (dslide's defaults differ: docs/engine.md)
-    same_start = ["--init-scale", "0.01", "--output-bias", "zero"]
+    common += ["--lr", "0.01", "--batch-size", "128", "--hidden", "128", "--seed", "0", "--threads", "1", *start]
+    # defaults: both start from dslide's fan-in aware weights and label-prior output biases
     engine = run(
-        ["dslide.cli", "train", *common, *same_start, "--sampling", "dense", "--adam", "dense", "--no-progress"],
-        tmp_path / "d",
+        ["dslide.cli", "train", *common, "--sampling", "dense", "--adam", "dense", "--no-progress"], tmp_path / "d"
     )
     baseline = run(["baselines.tf_dense", *common], tmp_path / "tf")
     assert [r["epoch"] for r in engine] == [r["epoch"] for r in baseline] == [1, 2, 3]
