@@ -1,8 +1,9 @@
 """The paper's experiments as data: one `Experiment` per research question, sized by a profile.
 
-Profiles: `quick` (15 runs, 6 min on a 2-core machine: few steps, 1-2 nodes, amazon670k-small), `default`
-(79 runs, 40 min here: up to 8 nodes, 5 rates, RQ3 3 times), `paper` (full-size data and the paper's node
-counts, for a machine or cluster that has the cores).
+Profiles: `quick` (a smoke run: Horovod and dense TF a few steps, 1-2 nodes, amazon670k-small), `default`
+(up to 8 nodes, 5 rates, D-SLIDE's RQ3 points 3 times, Horovod 10 steps per point; <= 90 min on a 2-core
+machine), `paper` (full-size data and the paper's node counts, for a machine or cluster that has the cores).
+D-SLIDE runs whole epochs in every profile (they take seconds), so its epoch times contain the table rebuilds.
 `plan(profile)` expands them into `Point`s, the runs `harness reproduce` makes. Each arm of an experiment
 (a system with its arguments) keeps its records in its own file, `runs/<experiment>-<arm>.jsonl`, because
 the sweep's resume key does not include the system's arguments.
@@ -21,7 +22,10 @@ from dataclasses import dataclass
 from harness.rates import parse_rate
 
 PROFILES = ("quick", "default", "paper")
-BATCH = 128  # the global batch of every system (Horovod: BATCH / nodes per process)
+BATCH = 128  # the global batch of every system (Horovod: BATCH / nodes per process, or BATCH per process)
+# Horovod's and dense TF's steps take seconds to minutes here: they run this many steps and are extrapolated
+# (D-SLIDE always runs whole epochs, table rebuilds included).
+HOROVOD_STEPS = 10
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,8 @@ class Arm:
     args: tuple[str, ...] = ()
     max_steps: int | None = None
     nodes: tuple[int, ...] | None = None  # None: the experiment's nodes (Horovod is limited by memory here)
+    batch_per_process: int | None = None  # Horovod: None keeps dslide's global batch (BATCH / nodes per process)
+    repeats: int | None = None  # None: the experiment's
 
 
 @dataclass(frozen=True)
@@ -96,8 +102,8 @@ def system_args(experiment: Experiment, arm: Arm, nodes: int) -> tuple[str, ...]
     args = [*experiment.common_args, *arm.args]
     if experiment.eval_points:
         args += ["--test-points" if arm.system == "dslide" else "--eval-points", str(experiment.eval_points)]
-    if arm.system == "horovod":
-        args += ["--batch-size", str(max(1, BATCH // nodes))]  # per process: the same global batch as dslide
+    if arm.system == "horovod":  # per process: the same global batch as dslide, or the arm's batch per node
+        args += ["--batch-size", str(arm.batch_per_process or max(1, BATCH // nodes))]
     elif arm.system != "payload":
         args += ["--batch-size", str(BATCH)]
     return tuple(args)
@@ -106,6 +112,7 @@ def system_args(experiment: Experiment, arm: Arm, nodes: int) -> tuple[str, ...]
 def expand(experiment: Experiment, machine_cores: int) -> list[Point]:
     """Every run of one experiment (single-node systems once per rate); oversubscribe when the machine is short."""
     points: list[Point] = []
+    repeats: list[Point] = []
     c = experiment.cores_per_node
     rates = [(bw, "nominal") for bw in experiment.bandwidths]
     rates += [(r.rate_for(c), r.label(c)) for r in experiment.ratio_rates]
@@ -118,9 +125,11 @@ def expand(experiment: Experiment, machine_cores: int) -> list[Point]:
                               n * c > machine_cores, experiment.budget_s)  # fmt: skip
                 if point not in points:
                     points.append(point)
+                    times = arm.repeats or experiment.repeats
+                    repeats += [dataclasses.replace(point, repeat=r) for r in range(2, times + 1)]
                 if single_node or n == 1:
                     break  # one node has no link: one rate is enough
-    return points + [dataclasses.replace(p, repeat=r) for r in range(2, experiment.repeats + 1) for p in points]
+    return points + sorted(repeats, key=lambda p: p.repeat)
 
 
 def plan(profile: str, machine_cores: int | None = None) -> list[Point]:
@@ -149,7 +158,7 @@ BASE: tuple[Experiment, ...] = (
         question="Can D-SLIDE train a large sparse model (Amazon-670K shape, 104M parameters) on a few "
         "low-bandwidth, few-core nodes?",
         dataset=_AMAZON_SMALL,
-        arms=(Arm("dslide", "dslide", max_steps=60),),
+        arms=(Arm("dslide", "dslide"),),
         nodes=(2,),
         bandwidths=("100mbit",),
         ratio_rates=(_RATIO_8_AT_1G,),
@@ -159,7 +168,7 @@ BASE: tuple[Experiment, ...] = (
         question="How many bytes cross the network per step with sparsity and model parallelism (D-SLIDE) and "
         "without (Horovod's dense gradient allreduce)?",
         dataset=_AMAZON_SMALL,
-        arms=(Arm("dslide", "dslide", max_steps=10), Arm("horovod", "horovod", max_steps=2)),
+        arms=(Arm("dslide", "dslide"), Arm("horovod", "horovod", max_steps=3)),
         nodes=(2,),
         bandwidths=("10gbit",),
     ),
@@ -167,7 +176,7 @@ BASE: tuple[Experiment, ...] = (
         name="rq3",
         question="How does D-SLIDE's epoch time compare with Horovod's over nodes and bandwidth?",
         dataset=_AMAZON_SMALL,
-        arms=(Arm("dslide", "dslide", max_steps=10), Arm("horovod", "horovod", max_steps=2)),
+        arms=(Arm("dslide", "dslide"), Arm("horovod", "horovod", max_steps=3)),
         nodes=(1, 2),
         bandwidths=("1gbit",),
         ratio_rates=(_RATIO_8_AT_1G,),
@@ -186,7 +195,7 @@ BASE: tuple[Experiment, ...] = (
         name="rq4-amazon",
         question="D-SLIDE against dense TensorFlow on one node, Amazon-670K shape: time per epoch.",
         dataset=_AMAZON_SMALL,
-        arms=(Arm("dslide", "dslide", max_steps=20), Arm("tf-dense", "tf-dense", max_steps=3)),
+        arms=(Arm("dslide", "dslide"), Arm("tf-dense", "tf-dense", max_steps=3)),
         nodes=(1,),
         cores_per_node=2,
     ),
@@ -195,7 +204,7 @@ BASE: tuple[Experiment, ...] = (
         question="Does the ~800M-parameter model (hidden 1024: 826,015,115 parameters) train within per-node "
         "memory when split across nodes?",
         dataset=_AMAZON_SMALL,
-        arms=(Arm("dslide", "dslide", args=("--hidden", "1024"), max_steps=3),),
+        arms=(Arm("dslide", "dslide", args=("--hidden", "1024")),),
         nodes=(4,),
         bandwidths=("1gbit",),
         eval_points=200,
@@ -207,22 +216,26 @@ _DEFAULT: dict[str, dict] = {
     "rq1": dict(arms=(Arm("dslide", "dslide"),), nodes=(2, 4), epochs=2),
     "rq2": dict(
         arms=(
-            Arm("dslide", "dslide", max_steps=40),
+            Arm("dslide", "dslide"),
             Arm("dslide-dense", "dslide", args=("--sampling", "dense"), max_steps=5),
-            Arm("horovod", "horovod", max_steps=3),
-            Arm("horovod-sparse", "horovod", args=("--sparse-gradient",), max_steps=3),
+            Arm("horovod", "horovod", max_steps=HOROVOD_STEPS),
+            Arm("horovod-dense", "horovod", args=("--dense-gradient",), max_steps=HOROVOD_STEPS),
         )
     ),
     "rq3": dict(
-        arms=(Arm("dslide", "dslide", max_steps=40), Arm("horovod", "horovod", max_steps=3, nodes=(1, 2))),
+        arms=(
+            Arm("dslide", "dslide"),
+            Arm("horovod", "horovod", max_steps=HOROVOD_STEPS, nodes=(1, 2), repeats=1),
+            Arm("horovod-b128", "horovod", max_steps=HOROVOD_STEPS, nodes=(2,), batch_per_process=BATCH, repeats=1),
+        ),
         nodes=(1, 2, 4, 8),
         bandwidths=("100mbit", "1gbit", "10gbit"),
         ratio_rates=(_RATIO_8_AT_1G, _RATIO_4_AT_1G),
         repeats=3,
     ),
     "rq4": dict(epochs=5),
-    "rq4-amazon": dict(arms=(Arm("dslide", "dslide", max_steps=60), Arm("tf-dense", "tf-dense", max_steps=5))),
-    "rq5": dict(nodes=(8,), arms=(Arm("dslide", "dslide", args=("--hidden", "1024"), max_steps=10),)),
+    "rq4-amazon": dict(arms=(Arm("dslide", "dslide"), Arm("tf-dense", "tf-dense", max_steps=HOROVOD_STEPS))),
+    "rq5": dict(nodes=(8,), arms=(Arm("dslide", "dslide", args=("--hidden", "1024")),)),
 }
 _PAPER: dict[str, dict] = {
     "rq1": dict(
@@ -240,9 +253,9 @@ _PAPER: dict[str, dict] = {
         cores_per_node=8,
         eval_points=None,
         arms=(
-            Arm("dslide", "dslide", max_steps=200),
+            Arm("dslide", "dslide"),
             Arm("horovod", "horovod", max_steps=20),
-            Arm("horovod-sparse", "horovod", args=("--sparse-gradient",), max_steps=20),
+            Arm("horovod-dense", "horovod", args=("--dense-gradient",), max_steps=20),
         ),
     ),  # fmt: skip
     "rq3": dict(
@@ -252,14 +265,18 @@ _PAPER: dict[str, dict] = {
         eval_points=None,
         bandwidths=("100mbit", "1gbit", "10gbit"),
         ratio_rates=(),
-        arms=(Arm("dslide", "dslide"), Arm("horovod", "horovod")),
+        arms=(
+            Arm("dslide", "dslide"),
+            Arm("horovod", "horovod"),
+            Arm("horovod-b128", "horovod", nodes=(2, 4, 8), batch_per_process=BATCH),
+        ),
     ),  # fmt: skip
     "rq4": dict(dataset="amazon-670k", cores_per_node=16, epochs=5, eval_points=None),
     "rq4-amazon": dict(
         dataset="amazon-670k",
         cores_per_node=16,
         eval_points=None,
-        arms=(Arm("dslide", "dslide", max_steps=400), Arm("tf-dense", "tf-dense", max_steps=40)),
+        arms=(Arm("dslide", "dslide"), Arm("tf-dense", "tf-dense", max_steps=40)),
     ),  # fmt: skip
     "rq5": dict(
         dataset="amazon-670k",

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import math
 import os
@@ -135,8 +136,28 @@ def read_records(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     return records
 
 
+def machine_id() -> str:
+    """Which machine made a record: $DSLIDE_MACHINE_ID, else hostname-<8 hex of /etc/machine-id's hash>.
+
+    The report uses it to keep this machine's records apart from other machines' (results/reference/<id>/).
+    On a cluster, where the head node runs the harness, set DSLIDE_MACHINE_ID to name the cluster.
+    """
+    named = os.environ.get("DSLIDE_MACHINE_ID")
+    if named:
+        return named
+    host = platform.node() or "unknown"
+    with contextlib.suppress(OSError):
+        return f"{host}-{hashlib.sha256(Path('/etc/machine-id').read_bytes().strip()).hexdigest()[:8]}"
+    return host
+
+
+def record_machine(record: dict[str, Any]) -> str | None:
+    """The id of the machine that made `record` (None for records made before records carried one)."""
+    return (record.get("machine") or {}).get("id")
+
+
 def machine_info() -> dict[str, Any]:
-    """CPU model, cores, memory and kernel of this machine (what a record's numbers depend on)."""
+    """Id, CPU model, cores, memory and kernel of this machine (what a record's numbers depend on)."""
     cpu_model = None
     with contextlib.suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -148,6 +169,7 @@ def machine_info() -> dict[str, Any]:
         meminfo = Path("/proc/meminfo").read_text().splitlines()
         memory_mb = int(next(line for line in meminfo if line.startswith("MemTotal")).split()[1]) // 1024
     return {
+        "id": machine_id(),
         "cpu_model": cpu_model or platform.processor() or None,
         "cores": os.cpu_count(),
         "cores_available": len(os.sched_getaffinity(0)),

@@ -526,7 +526,7 @@ def section_rq2(measured: list[Measured]) -> list[str]:
     for m in select(measured, "rq2"):
         shape = model_shape(m.point)
         formula = costmodel.step_bytes(m.point.system, m.point.nodes, shape)
-        if "--sparse-gradient" in m.point.args:
+        if m.point.system == "horovod" and "--dense-gradient" not in m.point.args:  # IndexedSlices rows
             formula_text = "n/a (depends on the batch's features)"
         else:
             formula_text = fmt_bytes(formula)

@@ -1,9 +1,10 @@
 """A sweep: every point of systems x nodes x cores x bandwidths, one `harness run` each, resumable.
 
-Points whose record (status ok) is already in OUT/<name>.jsonl are skipped, so an interrupted sweep picks
-up where it stopped. Each point gets the time budget as its timeout; failed or timed-out points are
-recorded and the sweep goes on. Single-node systems (tf-dense, tf-sampled) run once per cores x bandwidth
-at one node; points needing more cores than the machine has are skipped unless oversubscribe is set.
+Points whose record (status ok, made on this machine) is already in OUT/<name>.jsonl are skipped, so an
+interrupted sweep picks up where it stopped; another machine's records there never stand for a point here.
+Each point gets the time budget as its timeout; failed or timed-out points are recorded and the sweep goes
+on. Single-node systems (tf-dense, tf-sampled) run once per cores x bandwidth at one node; points needing
+more cores than the machine has are skipped unless oversubscribe is set.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from rich.console import Console
 
 from harness import slurm
 from harness.rates import parse_rate
-from harness.records import read_records
+from harness.records import machine_id, read_records, record_machine
 from harness.run import SINGLE_NODE_SYSTEMS, SYSTEMS, RunError, RunSpec, run
 
 
@@ -58,7 +59,12 @@ def sweep(base: RunSpec, systems: list[str], nodes: list[int], cores: list[int],
     for bw in bandwidths:
         parse_rate(bw)
     path = base.out / f"{base.name}.jsonl"
-    done = {record_key(r) for r in read_records(path) if r["status"] == "ok"} if path.exists() else set()
+    recorded = read_records(path) if path.exists() else []
+    here = machine_id()
+    done = {record_key(r) for r in recorded if r["status"] == "ok" and record_machine(r) == here}
+    elsewhere = sum(1 for r in recorded if record_machine(r) != here)
+    if elsewhere:
+        console.print(f"[yellow]{path}: {elsewhere} record(s) from other machines (not {here}) are not reused[/]")
     if base.train:  # the key holds the resolved path
         train, test = str(Path(base.train).resolve()), str(Path(base.test or "").resolve())
         base = dataclasses.replace(base, train=train, test=test)

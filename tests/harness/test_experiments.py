@@ -49,10 +49,22 @@ def test_ratio_preserving_rate_scales_the_link_with_the_cores():
     assert "8 cores at 1gbit" in ratio.label(1)
 
 
-def test_horovod_gets_the_same_global_batch_as_dslide():
+def test_horovod_gets_the_same_global_batch_as_dslide_or_128_per_node():
+    arms = set()
     for p in plan("default", machine_cores=2):
         batch = int(p.args[p.args.index("--batch-size") + 1])
-        assert batch * (p.nodes if p.system == "horovod" else 1) == BATCH
+        per_node = p.arm.endswith("-b128")
+        assert batch * (p.nodes if p.system == "horovod" and not per_node else 1) == BATCH
+        arms.add((p.experiment, p.arm))
+    assert {("rq3", "horovod"), ("rq3", "horovod-b128")} <= arms  # both data-parallel arms at the same points
+
+
+def test_dslide_runs_whole_epochs_and_horovod_at_least_10_steps_in_the_default_profile():
+    for p in plan("default", machine_cores=2):
+        if p.system == "dslide" and "--sampling" not in p.args:
+            assert p.max_steps is None, p
+        if p.system in ("horovod", "tf-dense") and p.dataset.startswith("amazon"):
+            assert p.max_steps is not None and p.max_steps >= 10, p
 
 
 def test_evaluation_flag_matches_the_system():
@@ -101,6 +113,7 @@ def test_reproduce_resumes_recorded_points_and_writes_manifest_and_report(tmp_pa
 def test_repeats_have_their_own_records_files_and_come_after_every_first_run():
     rq3 = [p for p in plan("default", machine_cores=2) if p.experiment == "rq3"]
     firsts = [p for p in rq3 if p.repeat == 1]
-    assert [p.repeat for p in rq3] == [1] * len(firsts) + [2] * len(firsts) + [3] * len(firsts)
+    repeated = [p for p in firsts if p.system == "dslide"]  # Horovod's 10-step points run once (repeats=1)
+    assert [p.repeat for p in rq3] == [1] * len(firsts) + [2] * len(repeated) + [3] * len(repeated)
     assert {p.records_name for p in rq3 if p.arm == "dslide"} == {"rq3-dslide", "rq3-dslide-r2", "rq3-dslide-r3"}
     assert all(p.repeat == 1 for p in plan("quick", machine_cores=2))

@@ -85,6 +85,13 @@ def test_machine_and_git_describe_where_a_run_happened():
     assert commit["commit"] is None or len(commit["commit"]) == 40
 
 
+def test_the_machine_id_is_stable_and_can_be_named(monkeypatch):
+    here = machine_info()["id"]
+    assert here and here == machine_info()["id"]
+    monkeypatch.setenv("DSLIDE_MACHINE_ID", "lab-cluster")
+    assert machine_info()["id"] == "lab-cluster" != here
+
+
 def test_partial_epochs_count_the_warm_up_step_once():
     from harness.run_record import extrapolate_epoch
 

@@ -8,14 +8,14 @@ import pytest
 
 from harness.costmodel import dslide_step_bytes, horovod_step_bytes
 from harness.experiments import plan
-from harness.records import append_record, validate
+from harness.records import append_record, machine_id, validate
 from harness.report import write_report
 from harness.reproduce import manifest_path, write_json_atomically
 
 PARAMS = 103_838_219
 
 
-def fixture_record(point, step_s, compute_s, run_id, p1=0.3, status="ok", epochs=None):
+def fixture_record(point, step_s, compute_s, run_id, p1=0.3, status="ok", epochs=None, machine=None):
     steps = point.max_steps or 157
     if point.system == "dslide":
         step_bytes = dslide_step_bytes(point.nodes, 128, 128)
@@ -32,7 +32,8 @@ def fixture_record(point, step_s, compute_s, run_id, p1=0.3, status="ok", epochs
               "wire_bytes": int(step_bytes * steps * 1.02),
               "p@1": p1, "p@5": p1 / 2, "peak_rss_mb": 1000.0, "status": status, "run_id": run_id,
               "steps": steps, "steps_per_epoch": 157, "epochs": epochs, "git": {"commit": "f" * 40, "dirty": False},
-              "machine": {"cores_available": 2, "cpu_model": "test CPU"}, "error": None if status == "ok" else "boom",
+              "machine": {"id": machine or machine_id(), "cores_available": 2, "cpu_model": "test CPU"},
+              "error": None if status == "ok" else "boom",
               "config": {"dataset": point.dataset, "epochs": point.epochs, "max_steps": point.max_steps,
                          "system_args": list(point.args)}}  # fmt: skip
     validate(record)
