@@ -10,9 +10,13 @@
   (P x C); on one machine the ranks share its cores, so P x C is capped at `machine_cores`.
 - Bytes are known exactly. D-SLIDE (docs/engine.md, tested in tests/dslide/test_parallel.py), summed over
   ranks per step: (P-1)*B*H*4 (hidden Allgather) + (P-1)*B*H*4 (dL/dh Reduce_scatter) + 2*(P-1)*3B*4
-  (softmax Allreduces). Horovod ring allreduce: each rank sends 2(P-1)/P x the gradient bytes (4 x params).
-- Links are full duplex; a rank's sends take bytes / (rate x efficiency). The efficiency, 0.95, is TCP's
-  payload share at MTU 1500 as measured by the harness's payload test (docs/harness.md: 95-96% of the rate).
+  (softmax Allreduces). Horovod ring allreduce: each rank sends 2(P-1)/P x the gradient bytes (4 x params);
+  with the first layer's gradient as IndexedSlices (Horovod's default here) W0 is left out of the allreduce and
+  its rows are allgathered instead: one row (H floats + an int64 index) per input nonzero, every rank receiving
+  the other ranks' rows, (P-1) x B x nonzeros rows summed over ranks (B x nonzeros: the shape's mean).
+- Links are full duplex; a rank's sends take bytes / (rate x efficiency). The efficiency is measured: the share
+  of each rate a payload exchange (harness/payload.py, the reproduction's `links` points) got through, taken at
+  the nearest measured rate; without such runs, 0.95 (TCP's payload share at MTU 1500, docs/harness.md).
   Latency is not modelled (the emulation has none; a real network adds some per collective).
 """
 
@@ -41,6 +45,7 @@ class ModelShape:
     labels: int
     hidden: int = 128
     batch: int = 128
+    nonzeros: float = 75.0  # mean input nonzeros per point (Amazon-670K: ~75)
 
     @property
     def parameters(self) -> int:
@@ -77,6 +82,7 @@ class Calibration:
     serial_core_s: float
     parallel_core_s: float
     source: str  # which record(s)
+    free_serial_core_s: float | None = None  # the least-squares intercept before clamping at 0 (None: not fitted)
 
     def core_seconds_per_step(self, nodes: int) -> float:
         """Core-seconds of one step summed over the ranks."""
@@ -105,27 +111,64 @@ def dslide_step_bytes(nodes: int, batch: int, hidden: int) -> int:
     return (p - 1) * batch * hidden * BYTES_PER_FLOAT * 2 + 2 * (p - 1) * 3 * batch * BYTES_PER_FLOAT
 
 
-def horovod_step_bytes(nodes: int, parameters: int) -> int:
-    """App-level bytes of one Horovod step (ring allreduce of every gradient), summed over ranks."""
+def horovod_step_bytes(nodes: int, parameters: int, gathered_rows: float = 0, row_bytes: int = 0) -> int:
+    """App-level bytes of one Horovod step, summed over ranks: a ring allreduce of `parameters` gradients, plus
+    the allgather of `gathered_rows` IndexedSlices rows of `row_bytes` each (every rank receives the others')."""
     p = nodes
-    return 2 * (p - 1) * parameters * BYTES_PER_FLOAT
+    return int(2 * (p - 1) * parameters * BYTES_PER_FLOAT + (p - 1) * gathered_rows * row_bytes)
 
 
-def step_bytes(system: str, nodes: int, shape: ModelShape) -> int:
+def horovod_sparse_step_bytes(nodes: int, shape: ModelShape) -> int:
+    """Horovod's default step here: W0's gradient as allgathered IndexedSlices, every other gradient allreduced."""
+    rows = shape.batch * shape.nonzeros
+    row_bytes = shape.hidden * BYTES_PER_FLOAT + 8  # values + an int64 index
+    return horovod_step_bytes(nodes, shape.parameters - shape.features * shape.hidden, rows, row_bytes)
+
+
+def step_bytes(system: str, nodes: int, shape: ModelShape, dense_gradient: bool = False) -> int:
+    """Bytes per step summed over ranks; Horovod with its default IndexedSlices first layer unless dense_gradient."""
     if system in MODEL_PARALLEL:
         return dslide_step_bytes(nodes, shape.batch, shape.hidden)
     if system in DATA_PARALLEL:
-        return horovod_step_bytes(nodes, shape.parameters)
+        if dense_gradient:
+            return horovod_step_bytes(nodes, shape.parameters)
+        return horovod_sparse_step_bytes(nodes, shape)
     if nodes == 1:
         return 0  # single-node systems (tf-dense, tf-sampled) send nothing
     raise ValueError(f"no byte model for {system} on {nodes} nodes")
 
 
-def predict(calibration: Calibration, cluster: ClusterShape, steps_per_epoch: int) -> Prediction:
+Efficiencies = dict[int, float]  # link rate (bits/s) -> measured share of it that payload reaches
+
+
+def efficiency_at(measured: Efficiencies | None, bits_per_s: int) -> float:
+    """The measured efficiency at the nearest rate (on a log scale), else LINK_EFFICIENCY."""
+    if not measured:
+        return LINK_EFFICIENCY
+    nearest = min(measured, key=lambda rate: abs(math.log(rate / bits_per_s)))
+    return measured[nearest]
+
+
+def measured_efficiencies(records: Iterable[dict[str, Any]]) -> Efficiencies:
+    """Median share of the rate each multi-node payload record reached (its median repetition), per rate."""
+    shares: dict[int, list[float]] = {}
+    for r in records:
+        if r.get("system") != "payload" or r.get("status") != "ok" or r.get("nodes", 1) < 2:
+            continue
+        got = (r.get("epochs") or [{}])[-1].get("link_bits_per_s_median")
+        if got:
+            rate = parse_rate(r["bandwidth"])
+            shares.setdefault(rate, []).append(got / rate)
+    return {rate: statistics.median(v) for rate, v in shares.items()}
+
+
+def predict(
+    calibration: Calibration, cluster: ClusterShape, steps_per_epoch: int, efficiencies: Efficiencies | None = None
+) -> Prediction:
     shape = calibration.shape
     compute = calibration.core_seconds_per_step(cluster.nodes) / cluster.effective_cores
     per_rank = step_bytes(calibration.system, cluster.nodes, shape) / cluster.nodes
-    comm = per_rank * 8 / (cluster.bits_per_s * LINK_EFFICIENCY)
+    comm = per_rank * 8 / (cluster.bits_per_s * efficiency_at(efficiencies, cluster.bits_per_s))
     return Prediction(compute, comm, per_rank, steps_per_epoch)
 
 
@@ -175,15 +218,26 @@ def rank_core_seconds(record: dict[str, Any]) -> float | None:
     return compute * used_cores(record) / record["nodes"] if compute is not None else None
 
 
+def free_fit(samples: list[tuple[int, float]]) -> tuple[float, float] | None:
+    """Unconstrained least-squares (serial, parallel) of y = serial + parallel / P (None: one node count)."""
+    xs = [1 / p for p, _ in samples]
+    ys = [y for _, y in samples]
+    if len(set(xs)) < 2:
+        return None
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum((x - mx) ** 2 for x in xs)
+    return my - slope * mx, slope
+
+
 def fit_serial_parallel(samples: list[tuple[int, float]]) -> tuple[float, float]:
     """Least-squares (serial, parallel) >= 0 with y = serial + parallel / P over (P, y) samples."""
     xs = [1 / p for p, _ in samples]
     ys = [y for _, y in samples]
-    if len(set(xs)) < 2:  # one node count: ideal scaling
+    free = free_fit(samples)
+    if free is None:  # one node count: ideal scaling
         return 0.0, statistics.median(y / x for x, y in zip(xs, ys, strict=True))
-    mx, my = statistics.fmean(xs), statistics.fmean(ys)
-    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum((x - mx) ** 2 for x in xs)
-    serial = my - slope * mx
+    serial, slope = free
+    my = statistics.fmean(ys)
     if slope < 0:  # more ranks did not cut a rank's work: all serial
         return my, 0.0
     if serial < 0:
@@ -198,10 +252,13 @@ def calibrate(system: str, shape: ModelShape, records: Iterable[dict[str, Any]])
     samples = [s for s in samples if s[1] is not None]
     if not samples:
         return None
-    serial, parallel = fit_serial_parallel([(p, y) for p, y, _ in samples])  # type: ignore[misc]
+    pairs = [(p, y) for p, y, _ in samples]
+    serial, parallel = fit_serial_parallel(pairs)  # type: ignore[arg-type]
+    free = free_fit(pairs)  # type: ignore[arg-type]
     counts = Counter(p for p, _, _ in samples)
     by_nodes = ", ".join(f"{counts[p]} at P={p}" for p in sorted(counts))
-    return Calibration(system, shape, serial, parallel, f"{len(samples)} run(s): {by_nodes}")
+    return Calibration(system, shape, serial, parallel, f"{len(samples)} run(s): {by_nodes}",
+                       free[0] if free else None)  # fmt: skip
 
 
 def cluster_of(record: dict[str, Any]) -> ClusterShape:
@@ -225,7 +282,9 @@ class Validation:
         return (self.predicted_step_s - self.measured_step_s) / self.measured_step_s
 
 
-def validate(system: str, shape: ModelShape, records: list[dict[str, Any]]) -> list[Validation]:
+def validate(
+    system: str, shape: ModelShape, records: list[dict[str, Any]], efficiencies: Efficiencies | None = None
+) -> list[Validation]:
     """Predicted vs measured step time of every ok multi-node record of `system`, each predicted by a model
     calibrated on the other records only (leave one out), so no point predicts itself."""
     out = []
@@ -236,7 +295,7 @@ def validate(system: str, shape: ModelShape, records: list[dict[str, Any]]) -> l
         calibration = calibrate(system, shape, [o for o in records if o is not r])
         if measured is None or calibration is None:
             continue
-        predicted = predict(calibration, cluster_of(r), 1).step_s
+        predicted = predict(calibration, cluster_of(r), 1, efficiencies).step_s
         out.append(Validation(str(r.get("run_id")), r["nodes"], r["cores_per_node"], r["bandwidth"],
                               bool(r["oversubscribed"]), measured, predicted))  # fmt: skip
     return out

@@ -53,8 +53,9 @@ class Arm:
     args: tuple[str, ...] = ()
     max_steps: int | None = None
     nodes: tuple[int, ...] | None = None  # None: the experiment's nodes (Horovod is limited by memory here)
-    batch_per_process: int | None = None  # Horovod: None keeps dslide's global batch (BATCH / nodes per process)
+    batch_per_process: int | None = None  # None: dslide's global batch (Horovod: BATCH / nodes per process)
     repeats: int | None = None  # None: the experiment's
+    cores_per_node: int | None = None  # None: the experiment's
 
 
 @dataclass(frozen=True)
@@ -105,7 +106,7 @@ def system_args(experiment: Experiment, arm: Arm, nodes: int) -> tuple[str, ...]
     if arm.system == "horovod":  # per process: the same global batch as dslide, or the arm's batch per node
         args += ["--batch-size", str(arm.batch_per_process or max(1, BATCH // nodes))]
     elif arm.system != "payload":
-        args += ["--batch-size", str(BATCH)]
+        args += ["--batch-size", str(arm.batch_per_process or BATCH)]
     return tuple(args)
 
 
@@ -113,10 +114,10 @@ def expand(experiment: Experiment, machine_cores: int) -> list[Point]:
     """Every run of one experiment (single-node systems once per rate); oversubscribe when the machine is short."""
     points: list[Point] = []
     repeats: list[Point] = []
-    c = experiment.cores_per_node
-    rates = [(bw, "nominal") for bw in experiment.bandwidths]
-    rates += [(r.rate_for(c), r.label(c)) for r in experiment.ratio_rates]
     for arm in experiment.arms:
+        c = arm.cores_per_node or experiment.cores_per_node
+        rates = [(bw, "nominal") for bw in experiment.bandwidths]
+        rates += [(r.rate_for(c), r.label(c)) for r in experiment.ratio_rates]
         single_node = arm.system in ("tf-dense", "tf-sampled")
         for n in (1,) if single_node else arm.nodes or experiment.nodes:
             for bw, kind in rates:
@@ -142,7 +143,8 @@ def datasets(profile: str) -> list[str]:
 
 
 def experiments(profile: str) -> list[Experiment]:
-    """RQ1-RQ5 (RQ4 in two parts: accuracy on `small`, time on the Amazon-670K shape) for `profile`."""
+    """RQ1-RQ5 (RQ4 in two parts: accuracy on `small`, time on the Amazon-670K shape) and time to accuracy (`tta`)
+    for `profile`."""
     if profile not in PROFILES:
         raise ValueError(f"unknown profile {profile!r}; choose one of {', '.join(PROFILES)}")
     return [_sized(e, profile) for e in BASE]
@@ -180,6 +182,33 @@ BASE: tuple[Experiment, ...] = (
         nodes=(1, 2),
         bandwidths=("1gbit",),
         ratio_rates=(_RATIO_8_AT_1G,),
+    ),
+    Experiment(
+        name="tta",
+        question="Which system reaches a given P@1 sooner at the Amazon-670K shape (time to accuracy)?",
+        dataset=_AMAZON_SMALL,
+        arms=(
+            Arm("dslide", "dslide"),
+            # Horovod's P@1 after each epoch: a step of Horovod on P processes equals one step of the dense model
+            # on the global batch (tests/baselines/test_horovod.py), so one process of dense TF gives it; the
+            # time per step comes from RQ3's Horovod points at the same rate (report: time to accuracy).
+            Arm("tf-dense", "tf-dense", cores_per_node=2),
+        ),
+        nodes=(2,),
+        bandwidths=("1gbit",),
+        ratio_rates=(_RATIO_8_AT_1G,),
+        epochs=1,
+    ),
+    Experiment(
+        name="links",
+        question="What share of each emulated rate does TCP deliver (the cost model's link efficiency)?",
+        dataset=_AMAZON_SMALL,  # not read: the payload moves bytes only
+        arms=(Arm("payload", "payload", args=("--bytes", str(16 << 20), "--repeat", "3")),),
+        nodes=(2,),
+        bandwidths=("1gbit",),
+        ratio_rates=(_RATIO_8_AT_1G,),
+        eval_points=None,
+        budget_s=300.0,
     ),
     Experiment(
         name="rq4",
@@ -233,6 +262,15 @@ _DEFAULT: dict[str, dict] = {
         ratio_rates=(_RATIO_8_AT_1G, _RATIO_4_AT_1G),
         repeats=3,
     ),
+    "tta": dict(
+        epochs=3,
+        arms=(
+            Arm("dslide", "dslide"),
+            Arm("tf-dense", "tf-dense", cores_per_node=2),
+            Arm("tf-dense-b256", "tf-dense", cores_per_node=2, batch_per_process=2 * BATCH),  # horovod-b128's 2 nodes
+        ),
+    ),
+    "links": dict(bandwidths=("100mbit", "1gbit", "10gbit"), ratio_rates=(_RATIO_8_AT_1G, _RATIO_4_AT_1G)),
     "rq4": dict(epochs=5),
     "rq4-amazon": dict(arms=(Arm("dslide", "dslide"), Arm("tf-dense", "tf-dense", max_steps=HOROVOD_STEPS))),
     "rq5": dict(nodes=(8,), arms=(Arm("dslide", "dslide", args=("--hidden", "1024")),)),
@@ -270,6 +308,14 @@ _PAPER: dict[str, dict] = {
             Arm("horovod", "horovod"),
             Arm("horovod-b128", "horovod", nodes=(2, 4, 8), batch_per_process=BATCH),
         ),
+    ),  # fmt: skip
+    "tta": dict(
+        dataset="amazon-670k",
+        cores_per_node=4,
+        epochs=5,
+        eval_points=None,
+        ratio_rates=(),
+        arms=(Arm("dslide", "dslide"), Arm("tf-dense", "tf-dense", cores_per_node=16)),
     ),  # fmt: skip
     "rq4": dict(dataset="amazon-670k", cores_per_node=16, epochs=5, eval_points=None),
     "rq4-amazon": dict(

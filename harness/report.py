@@ -11,18 +11,17 @@ import dataclasses
 import os
 import statistics
 import tempfile
-from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from harness import costmodel
+from harness import costmodel, equal_accuracy
 from harness.costmodel import AMAZON_670K, AMAZON_670K_TRAIN_POINTS, ClusterShape, ModelShape
 from harness.experiments import PROFILES, Point, describe, experiments
+from harness.measured import Measured, measure, other_machines, select
 from harness.rates import parse_rate
-from harness.records import read_records
+from harness.records import machine_id
 from harness.reproduce import read_manifest
-from harness.run_record import extrapolate_epoch
 
 PAPER = {
     "speedup_2x8_1gbit": 80.0,  # "up to 80x faster than Horovod on 2 nodes (16 cores) at 1 Gbit/s"
@@ -36,93 +35,6 @@ POPULARITY_NOTE = [
     "",
 ]
 SYSTEM_COLOURS = {"dslide": "tab:blue", "horovod": "tab:red", "tf-dense": "tab:green"}
-
-
-# --- measured points ---
-
-
-def record_epoch_s(record: dict[str, Any]) -> float | None:
-    """The record's epoch time, extrapolated with the warm-up step counted once wherever the system reported it
-    (records made before run_record did that themselves scaled every step alike; their epochs say which)."""
-    epochs = record.get("epochs") or []
-    steps_per_epoch = record.get("steps_per_epoch")
-    reported = all(m.get("first_step_s") is not None and m.get("epoch_time_s") is not None for m in epochs)
-    if record.get("epoch_time_extrapolated") and steps_per_epoch and epochs and reported:
-        return statistics.mean(extrapolate_epoch(m, steps_per_epoch) for m in epochs)
-    return record["epoch_time_s"]
-
-
-@dataclasses.dataclass
-class Measured:
-    point: Point
-    records: list[dict[str, Any]]  # ok records of this point
-    failed: list[dict[str, Any]]  # failed/timeout records of this point
-
-    def median(self, value: Callable[[dict[str, Any]], float | None]) -> float | None:
-        values = [v for v in (value(r) for r in self.records) if v is not None]
-        return statistics.median(values) if values else None
-
-    @property
-    def ok(self) -> bool:
-        return bool(self.records)
-
-    @property
-    def epoch_s(self) -> float | None:
-        return self.median(record_epoch_s)
-
-    @property
-    def extrapolated(self) -> bool:
-        return any(r["epoch_time_extrapolated"] for r in self.records)
-
-    @property
-    def bytes_per_step(self) -> float | None:
-        """App-level bytes of one training step, summed over ranks (evaluation excluded)."""
-
-        def per_step(r: dict[str, Any]) -> float | None:
-            steps = costmodel.training_steps(r)
-            return sum(int(m.get("bytes_sent") or 0) for m in r["epochs"]) / steps if steps else None
-
-        return self.median(per_step)
-
-    @property
-    def wire_bytes_per_step(self) -> float | None:
-        def per_step(r: dict[str, Any]) -> float | None:
-            steps = costmodel.training_steps(r)
-            return r["wire_bytes"] / steps if steps and r["wire_bytes"] is not None else None
-
-        return self.median(per_step)
-
-
-def point_matches(point: Point, record: dict[str, Any]) -> bool:
-    config = record.get("config") or {}
-    try:
-        rate = parse_rate(record["bandwidth"])
-    except ValueError:
-        return False
-    return (record["system"], record["nodes"], record["cores_per_node"], rate, config.get("dataset"),
-            config.get("epochs"), config.get("max_steps"), tuple(config.get("system_args") or ())) == (
-            point.system, point.nodes, point.cores_per_node, parse_rate(point.bandwidth), point.dataset,
-            point.epochs, point.max_steps, point.args)  # fmt: skip
-
-
-def measure(points: list[Point], runs: Path) -> list[Measured]:
-    """The records of every point; repeats of a point (its own records file each) count as one point."""
-    files: dict[str, list[dict[str, Any]]] = {}
-    merged: dict[Point, Measured] = {}
-    for p in points:
-        if p.records_name not in files:
-            path = runs / f"{p.records_name}.jsonl"
-            files[p.records_name] = read_records(path) if path.exists() else []
-        mine = [r for r in files[p.records_name] if point_matches(p, r)]
-        first = dataclasses.replace(p, repeat=1)
-        m = merged.setdefault(first, Measured(first, [], []))
-        m.records += [r for r in mine if r["status"] == "ok"]
-        m.failed += [r for r in mine if r["status"] != "ok"]
-    return list(merged.values())
-
-
-def select(measured: list[Measured], experiment: str, arm: str | None = None) -> list[Measured]:
-    return [m for m in measured if m.point.experiment == experiment and (arm is None or m.point.arm == arm)]
 
 
 def model_shape(point: Point) -> ModelShape:
@@ -175,6 +87,7 @@ def popularity_text(m: Measured) -> str:
 class Model:
     calibrations: dict[str, costmodel.Calibration]
     validations: list[tuple[str, costmodel.Validation]]  # (experiment, check)
+    efficiencies: costmodel.Efficiencies  # measured by the `links` payload points (empty: LINK_EFFICIENCY)
 
 
 def fit_model(measured: list[Measured]) -> Model:
@@ -191,18 +104,22 @@ def fit_model(measured: list[Measured]) -> Model:
         if cal:
             calibrations[system] = cal
     experiment_of = {r.get("run_id"): m.point.experiment for m in usable for r in m.records}
+    efficiencies = costmodel.measured_efficiencies(r for m in select(measured, "links") for r in m.records)
     checks = []
     for system in calibrations:
         records = [r for m in usable if m.point.system == system for r in m.records]
-        checks += [(experiment_of.get(c.run_id, "?"), c) for c in costmodel.validate(system, AMAZON_670K, records)]
-    return Model(calibrations, checks)
+        checks += [(experiment_of.get(c.run_id, "?"), c)
+                   for c in costmodel.validate(system, AMAZON_670K, records, efficiencies)]  # fmt: skip
+    return Model(calibrations, checks, efficiencies)
 
 
 def predict_epoch(model: Model, system: str, cluster: ClusterShape, points: int) -> float | None:
     cal = model.calibrations.get(system)
     if not cal:
         return None
-    return costmodel.predict(cal, cluster, costmodel.steps_per_epoch(points, cal.shape.batch)).epoch_s
+    return costmodel.predict(
+        cal, cluster, costmodel.steps_per_epoch(points, cal.shape.batch), model.efficiencies
+    ).epoch_s
 
 
 # --- formatting ---
@@ -303,9 +220,13 @@ def figure_epoch_time(measured: list[Measured], model: Model, machine_cores: int
             steps_source = pts[0].records[0].get("steps_per_epoch") if pts else None
             if steps_source and system in model.calibrations:
                 cal = model.calibrations[system]
-                here = [costmodel.predict(cal, ClusterShape(n, 1, bw, machine_cores), steps_source).epoch_s
+                here = [costmodel.predict(cal, ClusterShape(n, 1, bw, machine_cores), steps_source,
+                                          model.efficiencies).epoch_s
                         for n in nodes_axis]  # fmt: skip
-                real = [costmodel.predict(cal, ClusterShape(n, 1, bw), steps_source).epoch_s for n in nodes_axis]
+                real = [
+                    costmodel.predict(cal, ClusterShape(n, 1, bw), steps_source, model.efficiencies).epoch_s
+                    for n in nodes_axis
+                ]
                 ax.plot(
                     nodes_axis,
                     here,
@@ -351,20 +272,21 @@ def figure_speedup(measured: list[Measured], model: Model, machine_cores: int, p
     return True
 
 
-def speedups(measured: list[Measured], bandwidth: str) -> list[tuple[int, float]]:
+def speedups(measured: list[Measured], bandwidth: str, arm: str = "horovod") -> list[tuple[int, float]]:
+    """Horovod's epoch time / D-SLIDE's at each node count (RQ3), for one Horovod arm."""
     out = []
     for d in select(measured, "rq3", "dslide"):
         if d.point.bandwidth != bandwidth or not d.ok or d.point.nodes < 2:
             continue
-        for h in select(measured, "rq3", "horovod"):
+        for h in select(measured, "rq3", arm):
             if h.ok and h.point.nodes == d.point.nodes and h.point.bandwidth == bandwidth:
                 out.append((d.point.nodes, h.epoch_s / d.epoch_s))  # type: ignore[operator]
     return out
 
 
 def predicted_speedup(model: Model, cluster: ClusterShape) -> float:
-    h = costmodel.predict(model.calibrations["horovod"], cluster, 1).step_s
-    return h / costmodel.predict(model.calibrations["dslide"], cluster, 1).step_s
+    h = costmodel.predict(model.calibrations["horovod"], cluster, 1, model.efficiencies).step_s
+    return h / costmodel.predict(model.calibrations["dslide"], cluster, 1, model.efficiencies).step_s
 
 
 def figure_bytes(measured: list[Measured], path: Path) -> bool:
@@ -455,60 +377,104 @@ def figure_paper_shape(model: Model, path: Path) -> bool:
 # --- sections ---
 
 
-def section_claims(measured: list[Measured], model: Model) -> list[str]:
-    rows = []
-    nominal = dict(speedups(measured, "1gbit"))
-    ratio = dict(speedups(measured, "125mbit"))
-    cal_ok = len(model.calibrations) == 2
-    pred_80 = f"{predicted_speedup(model, ClusterShape(2, 8, '1gbit')):,.0f}x" if cal_ok else "no calibration"
-    rows.append(["D-SLIDE up to 80x faster than Horovod, 2 nodes (16 cores) at 1 Gbit/s", "80x",
-                 f"{fmt(nominal.get(2), '{:,.1f}x')} measured at 2 x 1 core, 1 Gbit/s; "
-                 f"{fmt(ratio.get(2), '{:,.1f}x')} at 2 x 1 core, 125 Mbit/s (ratio-preserving); "
-                 f"cost model at 2 x 8 cores, 1 Gbit/s: {pred_80}", "RQ3"])  # fmt: skip
+@dataclasses.dataclass(frozen=True)
+class Claim:
+    claim: str
+    paper: str
+    here: str  # what this set of records shows
+    how: str  # measured / counted / computed / extrapolated / constructed, and from what
+    section: str
+
+
+def claims(measured: list[Measured], model: Model) -> list[Claim]:
+    """Each paper claim beside what the records show, speedups at equal accuracy first."""
+    out = []
+    parts = []
+    for c in equal_accuracy.comparisons(measured):
+        rate = c.bandwidth + (" ratio-preserving" if c.rate_kind != "nominal" else "")
+        for name, _, speedup in c.horovod:
+            if speedup is not None:
+                parts.append(f"**{speedup:,.1f}x** vs {name}, {c.nodes} x 1 core at {rate}")
+            else:
+                parts.append(f"{name} did not reach it, {c.nodes} x 1 core at {rate}")
+        if not c.horovod or c.dslide_s is None:
+            parts.append(f"D-SLIDE {'reached' if c.dslide_s else 'did not reach'} it at {rate}")
+    targets = sorted({f"{c.target:.3f}" for c in equal_accuracy.comparisons(measured)})
+    epoch_ratio = dict(speedups(measured, "1gbit")).get(2)
+    text = (f"to P@1 {'/'.join(targets)}: " + "; ".join(parts)) if parts else "not measured"
+    text += f" (per epoch at 2 x 1 core, 1 Gbit/s: {epoch_ratio:,.1f}x)" if epoch_ratio else ""
+    out.append(Claim("D-SLIDE up to 80x faster than Horovod, 2 nodes (16 cores) at 1 Gbit/s", "80x", text,
+                     "D-SLIDE measured (whole epochs); Horovod constructed: dense TF's P@1 per epoch x its step time "
+                     "measured on the emulated links (extrapolated from 10 steps)", "time to accuracy"))  # fmt: skip
     d84 = predict_epoch(model, "dslide", ClusterShape(8, 4, "1gbit"), AMAZON_670K_TRAIN_POINTS)
     h84 = predict_epoch(model, "horovod", ClusterShape(8, 4, "1gbit"), AMAZON_670K_TRAIN_POINTS)
-    rows.append(["8 nodes x 4 cores, Amazon-670K epoch: D-SLIDE 5,417 s vs Horovod > 280,000 s",
-                 "5,417 s vs > 280,000 s", f"cost model: {fmt_s(d84)} vs {fmt_s(h84)} (not measured: this machine "
-                 "has 2 cores)", "cost model"])  # fmt: skip
-    reduction = communication_reduction(measured)
-    rows.append(["~99% less communication", "99%",
-                 f"{fmt(reduction, '{:.3%}')} fewer app-level bytes per step (2 nodes)" if reduction is not None
-                 else "not measured", "RQ2"])  # fmt: skip
-    acc = {m.point.system: m for m in select(measured, "rq4") if m.ok}
-    if "dslide" in acc and "tf-dense" in acc:
-        text = (f"P@1 {fmt(acc['dslide'].median(lambda r: r['p@1']))} (D-SLIDE) vs "
-                f"{fmt(acc['tf-dense'].median(lambda r: r['p@1']))} (TF dense) after "
-                f"{acc['dslide'].point.epochs} epochs on `{acc['dslide'].point.dataset}` (the commonest label "
-                f"alone: {popularity_text(acc['dslide']).split(' / ')[0]})")  # fmt: skip
-    else:
-        text = "not measured"
-    rows.append(["accuracy comparable to the TensorFlow baseline", "close", text, "RQ4"])
+    out.append(Claim("8 nodes x 4 cores, Amazon-670K epoch: D-SLIDE 5,417 s vs Horovod > 280,000 s",
+                     "5,417 s vs > 280,000 s", f"{fmt_s(d84)} vs {fmt_s(h84)}" if d84 and h84 else "no calibration",
+                     "computed: cost model fitted on the measured runs (this machine has 2 cores)",
+                     "cost model"))  # fmt: skip
+    wire, app = communication_reduction(measured)
+    text = "not measured"
+    if wire is not None or app is not None:
+        text = f"{fmt(wire, '{:.2%}')} fewer bytes on the links per step, 2 nodes (app-level: {fmt(app, '{:.2%}')})"
+    out.append(Claim("~99% less communication", "99%", text,
+                     "measured: link counters (veth tx / tbf), less counted evaluation and start-up bytes; app-level "
+                     "counted by the comm layer; vs Horovod's default (IndexedSlices first layer)", "RQ2"))  # fmt: skip
+    out.append(accuracy_claim(measured))
     time = {m.point.system: m.epoch_s for m in select(measured, "rq4-amazon") if m.ok}
     text = "not measured"
     if time.get("dslide") and time.get("tf-dense"):
-        ratio = time["tf-dense"] / time["dslide"]
-        text = (f"no GPU here; on one 2-core CPU node, Amazon-670K shape: D-SLIDE {fmt_s(time['dslide'])} vs TF "
-                f"dense {fmt_s(time['tf-dense'])} per epoch (extrapolated), {ratio:,.1f}x")  # fmt: skip
-    rows.append(["Amazon-670K, 2 nodes: 3.0x faster than 2 V100s, 2.1x than an A100", "3.0x / 2.1x", text, "RQ4"])
+        text = (f"no GPU here; one 2-core CPU node, Amazon-670K shape: D-SLIDE {fmt_s(time['dslide'])} vs TF dense "
+                f"{fmt_s(time['tf-dense'])} per epoch, {time['tf-dense'] / time['dslide']:,.1f}x")  # fmt: skip
+    out.append(Claim("Amazon-670K, 2 nodes: 3.0x faster than 2 V100s, 2.1x than an A100", "3.0x / 2.1x", text,
+                     "measured (D-SLIDE whole epoch; TF dense extrapolated from 10 steps)", "RQ4-AMAZON"))  # fmt: skip
     big = [m for m in select(measured, "rq5") if m.ok]
     text = "; ".join(f"{m.point.nodes} nodes: peak RSS {fmt(m.median(lambda r: r['peak_rss_mb']), '{:,.0f}')} MB "
                      "per node" for m in big) or "not measured"  # fmt: skip
-    rows.append(["~800M-parameter model on nodes with 8-16 GB each", "8-16 GB per node", text, "RQ5"])
+    out.append(Claim("~800M-parameter model on nodes with 8-16 GB each", "8-16 GB per node", text,
+                     "measured: peak resident memory of every rank", "RQ5"))  # fmt: skip
+    return out
+
+
+def accuracy_claim(measured: list[Measured]) -> Claim:
+    """D-SLIDE against dense TF after the same epochs at the Amazon shape (sparse: < 1% of outputs active)."""
+    claim = "accuracy comparable to the TensorFlow baseline"
+    d = [m for m in select(measured, "tta", "dslide") if m.ok]
+    tf = [m for m in select(measured, "tta", "tf-dense") if m.ok]
+    if not d or not tf:
+        return Claim(claim, "close", "not measured", "", "time to accuracy")
+    ours, theirs = equal_accuracy.dslide_curve(d[0]), tf[0].records[0]["epochs"]
+    epochs = min(len(ours.p_at_1), len(theirs))
+    popular = commonest_label_precision(d[0].point.dataset, evaluated_points(d[0].point))
+    text = (f"P@1 after {epochs} epoch(s), Amazon-670K shape: D-SLIDE {ours.p_at_1[epochs - 1]:.3f} vs TF dense "
+            f"{theirs[epochs - 1]['p@1']:.3f} (commonest label: {fmt(popular[0] if popular else None)})")  # fmt: skip
+    return Claim(claim, "close", text, f"measured; D-SLIDE {ours.how.split(', ', 1)[-1]}", "time to accuracy")
+
+
+def section_claims(measured: list[Measured], model: Model) -> list[str]:
+    rows = [[c.claim, c.paper, c.here, c.how, c.section] for c in claims(measured, model)]
     note = (
-        "Ratios (speedup, bytes saved, accuracy gap) are what can be compared. Absolute epoch times cannot: the "
-        "paper's hardware differs and its configuration (K, L, batch size, learning rate, Horovod setup) is not "
-        "published; the cost model's absolute figures are this implementation on this machine's cores, scaled."
+        "Ratios (speedup at equal accuracy, bytes saved, accuracy gap) are what can be compared. Absolute epoch "
+        "times cannot: the paper's hardware differs and its configuration (K, L, batch size, learning rate, Horovod "
+        "setup) is not published; the cost model's absolute figures are this implementation on this machine's "
+        "cores, scaled."
     )
     return (["## The paper's claims beside what was measured", ""]
-            + table(["claim", "paper", "here", "section"], rows) + [note, ""])  # fmt: skip
+            + table(["claim", "paper", "here", "how obtained", "section"], rows) + [note, ""])  # fmt: skip
 
 
-def communication_reduction(measured: list[Measured]) -> float | None:
-    d = [m.bytes_per_step for m in select(measured, "rq2", "dslide") if m.ok and m.point.nodes == 2]
-    h = [m.bytes_per_step for m in select(measured, "rq2", "horovod") if m.ok and m.point.nodes == 2]
-    if not d or not h or not h[0]:
-        return None
-    return 1 - d[0] / h[0]  # type: ignore[operator]
+def communication_reduction(measured: list[Measured]) -> tuple[float | None, float | None]:
+    """1 - D-SLIDE's bytes per step / Horovod's (its default), 2 nodes: (on the links, app-level counted)."""
+    d = [m for m in select(measured, "rq2", "dslide") if m.ok and m.point.nodes == 2]
+    h = [m for m in select(measured, "rq2", "horovod") if m.ok and m.point.nodes == 2]
+    if not d or not h:
+        return None, None
+    wire = (
+        1 - d[0].wire_bytes_per_step / h[0].wire_bytes_per_step
+        if d[0].wire_bytes_per_step and h[0].wire_bytes_per_step
+        else None
+    )  # noqa: E501
+    app = 1 - d[0].bytes_per_step / h[0].bytes_per_step if d[0].bytes_per_step and h[0].bytes_per_step else None
+    return wire, app
 
 
 def section_rq1(measured: list[Measured]) -> list[str]:
@@ -522,20 +488,38 @@ def section_rq1(measured: list[Measured]) -> list[str]:
 
 def section_rq2(measured: list[Measured]) -> list[str]:
     rows = []
-    horovod = next((m.bytes_per_step for m in select(measured, "rq2", "horovod") if m.ok), None)
+    horovod = next((m for m in select(measured, "rq2", "horovod") if m.ok), None)
     for m in select(measured, "rq2"):
-        shape = model_shape(m.point)
-        formula = costmodel.step_bytes(m.point.system, m.point.nodes, shape)
-        if m.point.system == "horovod" and "--dense-gradient" not in m.point.args:  # IndexedSlices rows
-            formula_text = "n/a (depends on the batch's features)"
-        else:
-            formula_text = fmt_bytes(formula)
-        vs = fmt(1 - m.bytes_per_step / horovod, "{:.3%}") if horovod and m.bytes_per_step else "n/a"
-        vs = "(reference)" if m.point.arm == "horovod" else vs
-        rows.append([m.point.arm, where(m), fmt_bytes(m.bytes_per_step), formula_text, fmt_bytes(m.wire_bytes_per_step),
-                     vs, status(m)])  # fmt: skip
-    return table(["arm", "cluster", "app bytes/step (measured)", "formula", "wire bytes/step (incl. eval, TCP)",
-                  "less than Horovod", "runs"], rows)  # fmt: skip
+        dense = "--dense-gradient" in m.point.args
+        formula = costmodel.step_bytes(m.point.system, m.point.nodes, model_shape(m.point), dense_gradient=dense)
+        approx = "~" if m.point.system == "horovod" and not dense else ""  # depends on the batch's nonzeros
+        wire_vs = app_vs = "(reference)"
+        if m is not horovod:
+            wire_vs = fmt(1 - m.wire_bytes_per_step / horovod.wire_bytes_per_step, "{:.2%}") if (
+                horovod and m.wire_bytes_per_step and horovod.wire_bytes_per_step) else "n/a"  # fmt: skip
+            app_vs = fmt(1 - m.bytes_per_step / horovod.bytes_per_step, "{:.2%}") if (
+                horovod and m.bytes_per_step and horovod.bytes_per_step) else "n/a"  # fmt: skip
+        rows.append([m.point.arm, where(m), fmt_bytes(m.wire_bytes_per_step), wire_vs, fmt_bytes(m.bytes_per_step),
+                     app_vs, approx + fmt_bytes(formula), status(m)])  # fmt: skip
+    return table(
+        [
+            "arm",
+            "cluster",
+            "on the links per step (measured)",
+            "less than Horovod",
+            "app-level per step (counted)",
+            "less than Horovod",
+            "formula (check)",
+            "runs",
+        ],
+        rows,
+    ) + [
+        "*On the links*: the nodes' link counters over the run, less the evaluation and start-up bytes the systems "
+        "counted, per training step (TCP/IP headers included). *App-level*: message sizes counted by the comm layer "
+        "(D-SLIDE) or from the gradients' sizes (Horovod). `horovod` is Horovod's default here (first layer's "
+        "gradient as IndexedSlices, allgathered); `horovod-dense` allreduces every gradient whole.",
+        "",
+    ]
 
 
 def section_rq3(measured: list[Measured], model: Model, machine_cores: int) -> list[str]:
@@ -545,14 +529,41 @@ def section_rq3(measured: list[Measured], model: Model, machine_cores: int) -> l
         cal = model.calibrations.get(m.point.system)
         if cal and m.ok:
             cluster = ClusterShape(m.point.nodes, m.point.cores_per_node, m.point.bandwidth, machine_cores)
-            predicted = costmodel.predict(cal, cluster, m.records[0]["steps_per_epoch"]).epoch_s
+            predicted = costmodel.predict(cal, cluster, m.records[0]["steps_per_epoch"], model.efficiencies).epoch_s
         rows.append([m.point.arm, where(m), m.point.rate_kind, epoch_label(m), fmt_s(predicted), status(m)])
     lines = table(["system", "cluster", "rate", "epoch time (measured)", "cost model", "runs"], rows)
-    pairs = [(bw, speedups(measured, bw)) for bw, _ in rq3_rates(measured)]
-    speed_rows = [[bw, f"{n}", f"{s:,.1f}x"] for bw, got in pairs for n, s in got]
+    speed_rows = [[bw, f"{n}", arm, f"{s:,.1f}x"] for bw, _ in rq3_rates(measured)
+                  for arm in equal_accuracy.HOROVOD_ARMS for n, s in speedups(measured, bw, arm)]  # fmt: skip
     if speed_rows:
-        lines += ["Speedup of D-SLIDE over Horovod (Horovod epoch time / D-SLIDE epoch time, both measured):", ""]
-        lines += table(["rate", "nodes", "speedup"], speed_rows)
+        lines += [
+            "Epoch-time ratio (Horovod's epoch time / D-SLIDE's; D-SLIDE whole epochs, Horovod extrapolated "
+            "from its steps). Per epoch, not at equal accuracy: see *time to accuracy* for that.",
+            "",
+        ]
+        lines += table(["rate", "nodes", "Horovod arm", "epoch-time ratio"], speed_rows)
+    return lines
+
+
+def section_tta(measured: list[Measured]) -> list[str]:
+    """Time to a target P@1 (speedup at equal accuracy) and the curves behind it."""
+    rows = []
+    for c in equal_accuracy.comparisons(measured):
+        rate = c.bandwidth + ("" if c.rate_kind == "nominal" else f" ({c.rate_kind})")
+        horovod = "; ".join(f"{name}: {fmt_s(h) if h else 'not reached'}" + (f", **{x:,.1f}x**" if x else "")
+                            for name, h, x in c.horovod) or "no Horovod points"  # fmt: skip
+        rows.append([f"{c.nodes} x 1 core at {rate}", f"{c.target:.3f}",
+                     fmt_s(c.dslide_s) if c.dslide_s else "not reached", horovod])  # fmt: skip
+    lines = table(["cluster", f"target P@1 ({equal_accuracy.TARGET_SHARE:.0%} of the best)", "D-SLIDE to target",
+                   "Horovod to target, speedup of D-SLIDE at equal accuracy"], rows)  # fmt: skip
+    curve_rows = []
+    for m in select(measured, "tta", "dslide"):
+        if not m.ok:
+            continue
+        for c in equal_accuracy.curves(measured, m.point.nodes, m.point.bandwidth):
+            points = ", ".join(f"{p:.3f} @ {fmt_s(t)}" for t, p in zip(c.seconds, c.p_at_1, strict=True))
+            curve_rows.append([f"{m.point.nodes} x 1 core at {m.point.bandwidth}", c.name, points, c.how])
+    lines += ["P@1 after each epoch @ training seconds:", ""]
+    lines += table(["cluster", "system", "P@1 @ seconds", "how obtained"], curve_rows)
     return lines
 
 
@@ -562,6 +573,16 @@ def section_rq4(measured: list[Measured], experiment: str = "rq4") -> list[str]:
              "{:,.0f}"), status(m)] for m in select(measured, experiment)]  # fmt: skip
     header = ["system", "cluster", "epochs", "epoch time", "P@1", "P@5", "commonest labels P@1 / P@5", "peak RSS (MB)"]
     return table([*header, "runs"], rows) + (POPULARITY_NOTE if experiment == "rq4" else [])
+
+
+def section_links(measured: list[Measured]) -> list[str]:
+    rows = []
+    for m in select(measured, "links"):
+        last = m.records[0]["epochs"][-1] if m.ok else {}
+        got = last.get("link_bits_per_s_median")
+        share = got / parse_rate(m.point.bandwidth) if got else None
+        rows.append([where(m), fmt(got / 1e6 if got else None, "{:,.1f} Mbit/s"), fmt(share, "{:.1%}"), status(m)])
+    return table(["cluster", "payload throughput (measured, median repetition)", "share of the rate", "runs"], rows)
 
 
 def section_rq5(measured: list[Measured]) -> list[str]:
@@ -576,14 +597,28 @@ def section_rq5(measured: list[Measured]) -> list[str]:
 
 
 def section_model(model: Model) -> list[str]:
+    measured_links = ", ".join(
+        f"{rate / 1e6:g} Mbit/s: {share:.1%}" for rate, share in sorted(model.efficiencies.items())
+    )
+    efficiency = (
+        f"*measured* by the `links` payload points (share of the rate TCP delivered): {measured_links}; the nearest "
+        "measured rate's applies."
+        if model.efficiencies
+        else f"not measured (no `links` points): {costmodel.LINK_EFFICIENCY:.0%} assumed."
+    )
     lines = ["## Cost model", "",
-             "epoch time = steps x (core-seconds per step / cores + bytes a rank sends per step / (rate x 0.95)); "
-             "a rank's compute fitted as serial + parallel / P core-seconds over the measured runs, bytes from the "
-             "formulas, no latency term; compute assumed linear in a node's cores "
-             "(`harness/costmodel.py`). Fit:", ""]  # fmt: skip
-    rows = [[c.system, f"{c.serial_core_s:.4g}", f"{c.parallel_core_s:.4g}", c.source]
+             "epoch time = steps x (core-seconds per step / cores + bytes a rank sends per step / (rate x link "
+             "efficiency)); a rank's compute fitted as serial + parallel / P core-seconds over the measured runs "
+             "(*measured*), bytes from the formulas (*computed*; Horovod with its IndexedSlices first layer), no "
+             f"latency term; compute assumed linear in a node's cores (`harness/costmodel.py`). Link efficiency "
+             f"{efficiency} Fit:", ""]  # fmt: skip
+    rows = [[c.system, f"{c.serial_core_s:.4g}", f"{c.parallel_core_s:.4g}",
+             "n/a (one node count)" if c.free_serial_core_s is None else f"{c.free_serial_core_s:.4g}", c.source]
             for c in model.calibrations.values()]  # fmt: skip
-    lines += table(["system", "serial core-s/step (every rank)", "parallel core-s/step (split)", "fitted on"], rows)
+    lines += table(["system", "serial core-s/step (every rank)", "parallel core-s/step (split)",
+                    "serial, unconstrained fit", "fitted on"], rows)  # fmt: skip
+    lines += ["The serial term is the least-squares intercept, clamped at 0 only when the unconstrained fit is "
+              "negative (the runs then show no work every rank repeats); both are shown.", ""]  # fmt: skip
     if model.validations:
         lines += [
             "Validation on the measured multi-node points, each predicted by a fit on the other runs only (step time; "
@@ -594,8 +629,11 @@ def section_model(model: Model) -> list[str]:
                  if v.oversubscribed else ""), f"{v.measured_step_s:.4g} s", f"{v.predicted_step_s:.4g} s",
                  f"{v.error:+.0%}"] for exp, v in model.validations]  # fmt: skip
         lines += table(["experiment", "run", "cluster", "measured", "model", "error"], rows)
-        errors = [abs(v.error) for _, v in model.validations]
-        lines += [f"Median absolute error: {statistics.median(errors):.0%} over {len(errors)} point(s).", ""]
+        for label, over in (("not oversubscribed", False), ("oversubscribed (ranks share the cores)", True)):
+            errors = [abs(v.error) for _, v in model.validations if v.oversubscribed == over]
+            if errors:
+                lines += [f"Median absolute error, {label}: {statistics.median(errors):.0%} over {len(errors)} "
+                          "point(s).", ""]  # fmt: skip
     rows = []
     for nodes, cores, bw in ((2, 8, "1gbit"), (8, 4, "100mbit"), (8, 4, "1gbit"), (8, 4, "10gbit"), (16, 4, "1gbit")):
         d = predict_epoch(model, "dslide", ClusterShape(nodes, cores, bw), AMAZON_670K_TRAIN_POINTS)
@@ -603,7 +641,8 @@ def section_model(model: Model) -> list[str]:
         rows.append(
             [f"{nodes} x {cores} cores at {bw}", fmt_s(d), fmt_s(h), fmt(h / d if d and h else None, "{:,.0f}x")]
         )
-    lines += ["Predictions for shapes this machine cannot host (Amazon-670K, 490,449 points, batch 128):", ""]
+    lines += ["Predictions for shapes this machine cannot host (Amazon-670K, 490,449 points, batch 128; *computed*, "
+              "per epoch, not at equal accuracy):", ""]  # fmt: skip
     return lines + table(["cluster", "D-SLIDE epoch", "Horovod epoch", "speedup"], rows)
 
 
@@ -644,29 +683,108 @@ def section_differences(measured: list[Measured], machine: dict[str, Any]) -> li
             ""]  # fmt: skip
 
 
-def profile_section(profile: str, manifest: dict[str, Any], runs: Path, figures: Path, out: Path) -> list[str]:
-    measured = measure(planned_points(manifest), runs)
+@dataclasses.dataclass(frozen=True)
+class Source:
+    """One machine's records: this machine's own (OUT/runs, OUT/reproduce-*.json) or a reference machine's
+    (OUT/reference/<machine>/runs and manifests there)."""
+
+    machine: str
+    out: Path
+    runs: Path
+    own: bool
+
+    @property
+    def slug(self) -> str:
+        return "this-machine" if self.own else f"reference-{self.machine}"
+
+    @property
+    def title(self) -> str:
+        if self.own:
+            return f"This machine ({self.machine})"
+        return f"Reference: {self.machine}" + (" (this machine, published)" if self.machine == machine_id() else "")
+
+    def manifests(self) -> dict[str, dict[str, Any]]:
+        return {p: m for p in PROFILES if (m := read_manifest(self.out, p))}
+
+    def measure(self, manifest: dict[str, Any]) -> list[Measured]:
+        # a reference folder names its machine, so its records from before records carried an id count as its own
+        return measure(planned_points(manifest), self.runs, self.machine, unlabelled=not self.own)
+
+
+def sources(runs: Path, out: Path) -> list[Source]:
+    """This machine first, then every reference machine under OUT/reference/."""
+    found = [Source(machine_id(), out, runs, own=True)]
+    reference = out / "reference"
+    if reference.is_dir():
+        found += [Source(d.name, d, d / "runs", own=False) for d in sorted(reference.iterdir()) if d.is_dir()]
+    return found
+
+
+def headline_profile(source: Source) -> tuple[str, list[Measured]] | None:
+    """The largest profile of a source that has any ok record (paper, then default, then quick)."""
+    manifests = source.manifests()
+    for profile in reversed(PROFILES):
+        if profile in manifests:
+            measured = source.measure(manifests[profile])
+            if any(m.ok for m in measured):
+                return profile, measured
+    return None
+
+
+def first_screen(found: list[Source]) -> list[str]:
+    """One table: each claim, the paper's figure, every source's, and how it was obtained."""
+    columns, rows, how = [], {}, {}
+    for source in found:
+        got = headline_profile(source)
+        if got is None:
+            continue
+        profile, measured = got
+        columns.append(f"{source.title}, `{profile}`")
+        for c in claims(measured, fit_model(measured)):
+            rows.setdefault((c.claim, c.paper), []).append(c.here)
+            if c.here != "not measured":
+                how.setdefault(c.claim, c.how)
+    if not columns:
+        return []
+    body = [[claim, paper, *cells, how.get(claim, "")] for (claim, paper), cells in rows.items()]
+    return (["## At a glance", ""] + table(["claim", "paper", *columns, "how obtained"], body)
+            + ["Speedups are at equal accuracy (time to the same P@1); per-epoch ratios are in the sections below. "
+               "Each column is one machine's own records; none mixes machines.", ""])  # fmt: skip
+
+
+def profile_section(profile: str, manifest: dict[str, Any], source: Source, figures: Path, out: Path) -> list[str]:
+    measured = source.measure(manifest)
     done = sum(1 for m in measured if m.ok)
     records = [r for m in measured for r in m.records]
     machine = records[0].get("machine", {}) if records else {}
     machine_cores = machine.get("cores_available") or len(os.sched_getaffinity(0))
     model = fit_model(measured)
     complete = done == len(measured)
+    dirty = sum(1 for r in records if (r.get("git") or {}).get("dirty"))
     lines = [f"# Profile `{profile}`", "",
              f"Produced by `harness reproduce --profile {profile}` ({invocations_text(manifest)}). "
              f"{done} of {len(measured)} planned points have an ok record ({len(records)} ok runs with repeats)"
              + ("." if complete else " — **this profile is partial**; missing points say `not run`.") + "",
+             f"Records: `{os.path.relpath(source.runs, out)}`, made on {source.machine} "
+             f"({machine.get('cpu_model', '?')}, {machine.get('cores_available', '?')} cores); {dirty} of "
+             f"{len(records)} from a working tree with uncommitted changes. "
              f"Commits: {', '.join(sorted({_commit(r) for r in records})) or 'none'}.",
              ""]  # fmt: skip
     lines += section_claims(measured, model)
     lines += section_differences(measured, machine)
     names = {}
-    for name, draw in (("epoch-time-vs-nodes", lambda p: figure_epoch_time(measured, model, machine_cores, p)),
+    popular = None
+    tta_points = [m for m in select(measured, "tta", "dslide") if m.ok]
+    if tta_points:
+        got = commonest_label_precision(tta_points[0].point.dataset, evaluated_points(tta_points[0].point))
+        popular = got[0] if got else None
+    for name, draw in (("time-to-accuracy", lambda p: equal_accuracy.figure(measured, popular, p, save_figure)),
+                       ("epoch-time-vs-nodes", lambda p: figure_epoch_time(measured, model, machine_cores, p)),
                        ("speedup", lambda p: figure_speedup(measured, model, machine_cores, p)),
                        ("bytes-per-step", lambda p: figure_bytes(measured, p)),
                        ("accuracy-vs-time", lambda p: figure_accuracy(measured, p)),
                        ("cost-model-paper-shape", lambda p: figure_paper_shape(model, p))):  # fmt: skip
-        path = figures / f"{profile}-{name}.png"
+        path = figures / f"{source.slug}-{profile}-{name}.png"
         if draw(path):
             names[name] = os.path.relpath(path, out)
     present = {m.point.experiment for m in measured}
@@ -675,12 +793,13 @@ def profile_section(profile: str, manifest: dict[str, Any], runs: Path, figures:
             continue
         lines += [f"## {e.name.upper()}: {e.question}", ""]
         lines += {"rq1": lambda: section_rq1(measured), "rq2": lambda: section_rq2(measured),
-                  "rq3": lambda: section_rq3(measured, model, machine_cores), "rq4": lambda: section_rq4(measured),
+                  "rq3": lambda: section_rq3(measured, model, machine_cores), "tta": lambda: section_tta(measured),
+                  "rq4": lambda: section_rq4(measured),
                   "rq4-amazon": lambda: section_rq4(measured, "rq4-amazon") + [
                       "This part measures time per epoch; P@k after a few steps says nothing about accuracy.", ""],
-                  "rq5": lambda: section_rq5(measured)}[e.name]()  # fmt: skip
+                  "rq5": lambda: section_rq5(measured), "links": lambda: section_links(measured)}[e.name]()  # fmt: skip
         for name in {"rq2": ["bytes-per-step"], "rq3": ["epoch-time-vs-nodes", "speedup"],
-                     "rq4": ["accuracy-vs-time"]}.get(e.name, []):  # fmt: skip
+                     "tta": ["time-to-accuracy"], "rq4": ["accuracy-vs-time"]}.get(e.name, []):  # fmt: skip
             if name in names:
                 lines += [f"![{name}]({names[name]})", ""]
     lines += section_model(model)
@@ -715,21 +834,33 @@ def planned_points(manifest: dict[str, Any]) -> list[Point]:
 
 
 def write_report(runs: Path, out: Path) -> Path:
-    """Write OUT/REPORT.md (and OUT/figures/) for every profile that has a manifest in OUT; returns its path."""
+    """Write OUT/REPORT.md (and OUT/figures/): this machine's records (RUNS, OUT's manifests) and every reference
+    machine's (OUT/reference/<machine>/), each apart; returns the report's path."""
     figures = out / "figures"
+    found = sources(runs, out)
     lines = ["# D-SLIDE reproduction report", "",
-             f"Generated {datetime.now(timezone.utc).isoformat(timespec='seconds')} by `harness report` from the "
-             f"records in `{runs}`. Each section below is one profile of `harness reproduce`; every measured figure "
-             "comes from a record there (medians when a point ran more than once), predictions from the cost model "
-             "calibrated on them. The paper: Yan et al., *Distributed SLIDE*, arXiv 2201.12667.", ""]  # fmt: skip
-    found = False
-    for profile in PROFILES:
-        manifest = read_manifest(out, profile)
-        if manifest:
-            found = True
-            lines += profile_section(profile, manifest, runs, figures, out)
-    if not found:
-        lines += ["No reproduction has run yet: `harness reproduce --profile quick` (or `nox -s reproduce`).", ""]
+             f"Generated {datetime.now(timezone.utc).isoformat(timespec='seconds')} by `harness report` on "
+             f"{machine_id()}. This machine's figures come only from its own records (`{runs}`, made here by "
+             "`harness reproduce`); records published from other machines (`results/reference/<machine>/`) get "
+             "their own sections and columns. Every figure says how it was obtained: *measured* (clocks, link "
+             "counters), *counted* (message sizes), *computed* (cost model), *extrapolated* (from fewer steps), "
+             "*constructed* (Horovod's accuracy from the equivalent dense run). The paper: Yan et al., *Distributed "
+             "SLIDE*, arXiv 2201.12667.", ""]  # fmt: skip
+    lines += first_screen(found)
+    for source in found:
+        manifests = source.manifests()
+        lines += [f"# {source.title}", ""]
+        if source.own:
+            elsewhere = other_machines(runs, source.machine)
+            if elsewhere:
+                lines += [f"Left out: {sum(elsewhere.values())} record(s) in `{runs}` made elsewhere "
+                          f"({', '.join(f'{k}: {v}' for k, v in sorted(elsewhere.items()))}).", ""]  # fmt: skip
+            if not manifests:
+                lines += ["No reproduction has run on this machine yet: `nox -s reproduce` (or `harness reproduce "
+                          "--profile quick` for a smoke run) measures every point here.", ""]  # fmt: skip
+        for profile, manifest in manifests.items():
+            lines += ["#" + line if line.startswith("#") else line
+                      for line in profile_section(profile, manifest, source, figures, out)]  # fmt: skip
     path = out / "REPORT.md"
     out.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=out, prefix=".REPORT.md.", suffix=".tmp")

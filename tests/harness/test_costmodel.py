@@ -19,6 +19,7 @@ from harness.costmodel import (
     dslide_step_bytes,
     horovod_step_bytes,
     predict,
+    step_bytes,
     steps_per_epoch,
     validate,
 )
@@ -42,6 +43,16 @@ def test_horovod_bytes_are_the_ring_allreduce():
     # docs/baselines.md: 415,352,876 B of gradients; each rank sends 2(P-1)/P of it per step
     assert horovod_step_bytes(2, AMAZON_670K.parameters) == 2 * 415_352_876
     assert horovod_step_bytes(8, AMAZON_670K.parameters) / 8 == pytest.approx(2 * 7 / 8 * 415_352_876)
+    assert step_bytes("horovod", 2, AMAZON_670K, dense_gradient=True) == 2 * 415_352_876
+
+
+def test_horovod_default_allgathers_the_first_layers_rows_instead_of_allreducing_them():
+    # W0 (135,909 x 128 floats) leaves the allreduce; each of the batch's 128 x 75 nonzeros sends one row of
+    # 128 floats + an int64 index, and every rank receives the other ranks' rows.
+    w0 = 135_909 * 128 * 4
+    rows = 128 * 75 * (128 * 4 + 8)
+    assert step_bytes("horovod", 2, AMAZON_670K) == 2 * (415_352_876 - w0) + rows
+    assert step_bytes("horovod", 4, AMAZON_670K) == 2 * 3 * (415_352_876 - w0) + 3 * rows
 
 
 @pytest.mark.mpi
@@ -91,7 +102,8 @@ def test_prediction_adds_compute_share_and_link_time():
     p = predict(cal, ClusterShape(8, 4, "1gbit"), steps_per_epoch(AMAZON_670K_TRAIN_POINTS, 128))
     assert p.steps_per_epoch == 3832
     assert p.compute_s_per_step == pytest.approx(8.0 / 32)
-    assert p.comm_s_per_step == pytest.approx(2 * 7 / 8 * 415_352_876 * 8 / (1e9 * LINK_EFFICIENCY))
+    # Horovod by default: W0 allgathered as IndexedSlices rows, the rest allreduced
+    assert p.comm_s_per_step == pytest.approx(step_bytes("horovod", 8, AMAZON_670K) / 8 * 8 / (1e9 * LINK_EFFICIENCY))
     assert p.epoch_s == pytest.approx(3832 * (p.compute_s_per_step + p.comm_s_per_step))
     shared = predict(cal, ClusterShape(8, 1, "1gbit", machine_cores=2), 1)  # 8 emulated nodes on 2 cores
     assert shared.compute_s_per_step == pytest.approx(8.0 / 2)
@@ -104,7 +116,7 @@ def test_predictions_reproduce_measured_points_within_tolerance():
     for i, (nodes, bw, noise) in enumerate([(2, "1gbit", 1.05), (2, "100mbit", 0.95), (4, "1gbit", 1.03)]):
         cluster = ClusterShape(nodes, 1, bw, machine_cores=2)
         compute = (1.0 * nodes + 3.0) / cluster.effective_cores  # serial 1 core-s per rank, parallel 3
-        comm = horovod_step_bytes(nodes, AMAZON_670K.parameters) / nodes * 8 / (cluster.bits_per_s * LINK_EFFICIENCY)
+        comm = step_bytes("horovod", nodes, AMAZON_670K) / nodes * 8 / (cluster.bits_per_s * LINK_EFFICIENCY)
         records.append(_record("horovod", nodes, bw, compute * noise, comm * noise, run_id=str(i)))
     checks = validate("horovod", AMAZON_670K, records)
     assert [c.run_id for c in checks] == ["0", "1", "2"]
