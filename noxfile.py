@@ -54,7 +54,7 @@ def bench(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def reproduce(session: nox.Session) -> None:
-    """The paper's experiments at this machine's scale: `nox -s reproduce [-- quick|default|paper [harness args]]`.
+    """The paper's experiments at this machine's scale: `nox -s reproduce [-- quick|default|paper|text8 [args]]`.
 
     Installs the engine here and the baseline venv (`nox -s horovod`'s, .nox/horovod, unless
     $DSLIDE_BASELINE_PYTHON names one), then `harness reproduce --profile PROFILE` (default: default): makes the
@@ -64,7 +64,7 @@ def reproduce(session: nox.Session) -> None:
     """
     session.install("-e", ".[mpich]")
     args = list(session.posargs)
-    profile = args.pop(0) if args and args[0] in ("quick", "default", "paper") else "default"
+    profile = args.pop(0) if args and args[0] in ("quick", "default", "paper", "text8") else "default"
     nox_dir = Path(__file__).parent / ".nox"
     built = [p for p in (nox_dir / v / "bin" / "python" for v in ("horovod", "tests-suite-baselines")) if p.exists()]
     baseline = os.environ.get("DSLIDE_BASELINE_PYTHON") or str(built[0] if built else nox_dir / "horovod/bin/python")

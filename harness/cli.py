@@ -299,11 +299,12 @@ def slurm_script_command(nodes: int, cores: int, time_limit: str, partition: str
 
 
 @main.command("reproduce")
-@click.option("--profile", type=click.Choice(["quick", "default", "paper"]), default="default", show_default=True,
-              help="quick: ~6 min here; default: ~40 min here; paper: full size, real clusters.")  # fmt: skip
+@click.option("--profile", type=click.Choice(["quick", "default", "paper", "text8"]), default="default",
+              show_default=True, help="quick: a smoke run; default: every claim at this machine's scale (~90 min on "
+              "2 cores); paper: full size, real clusters; text8: the Text8 row.")  # fmt: skip
 @click.option("--out", type=click.Path(file_okay=False), default="results", show_default=True,
               help="Records go to OUT/runs/, the report to OUT/REPORT.md and OUT/figures/.")  # fmt: skip
-@click.option("--only", default="", help="Comma separated experiments to run (rq1..rq5); default all.")
+@click.option("--only", default="", help="Comma separated experiments to run (rq1..rq5, tta, links); default all.")
 @click.option("--data-dir", default=None, help="Datasets (default $DSLIDE_DATA_DIR or ~/.cache/dslide/data).")
 @click.option("--work-dir", default=None, type=click.Path(file_okay=False), help="As for `harness run`.")
 def reproduce_command(profile: str, out: str, only: str, data_dir: str | None, work_dir: str | None) -> None:

@@ -13,7 +13,9 @@ from harness.run import RunSpec
 def test_every_point_is_a_valid_run(profile, tmp_path):
     points = plan(profile, machine_cores=2)
     assert points
-    assert {p.experiment for p in points} == {"rq1", "rq2", "rq3", "tta", "links", "rq4", "rq4-amazon", "rq5"}
+    main = {"rq1", "rq2", "rq3", "tta", "links", "rq4", "rq4-amazon", "rq5"}
+    expected = {"text8": {"rq4-text8"}, "paper": main | {"rq4-text8"}}.get(profile, main)
+    assert {p.experiment for p in points} == expected
     for p in points:
         spec = RunSpec(system=p.system, nodes=p.nodes, cores_per_node=p.cores_per_node, bandwidth=p.bandwidth,
                        dataset=p.dataset, epochs=p.epochs, max_steps=p.max_steps, out=tmp_path,
@@ -83,8 +85,15 @@ def test_evaluation_flag_matches_the_system():
         assert flag in p.args and other not in p.args
 
 
+def test_the_text8_row_is_its_own_profile_and_part_of_paper():
+    text8 = plan("text8", machine_cores=2)
+    assert {(p.arm, p.nodes) for p in text8} == {("dslide", 1), ("dslide", 2), ("tf-sampled", 1), ("tf-dense", 1)}
+    assert all(p.dataset == "text8-small" and (p.max_steps is None) == (p.arm != "tf-dense") for p in text8)
+    assert {p.dataset for p in plan("paper", machine_cores=64) if p.experiment == "rq4-text8"} == {"text8-wiki"}
+
+
 def test_rq5_is_the_800m_parameter_model():
-    for profile in PROFILES:
+    for profile in ("quick", "default", "paper"):
         (rq5,) = [e for e in experiments(profile) if e.name == "rq5"]
         assert all(a.args[:2] == ("--hidden", "1024") for a in rq5.arms)
 

@@ -196,3 +196,19 @@ def test_reference_records_get_their_own_section_and_column(results):
     glance = text.split("# This machine (")[0]
     rss_row = next(line for line in glance.splitlines() if line.startswith("| ~800M"))
     assert rss_row.count("peak RSS 1,000 MB") == 1  # only the reference's column has RQ5
+
+
+def test_the_text8_profile_fills_the_text8_row_of_the_first_table(results):
+    points = plan("text8", machine_cores=2)
+    manifest = {"profile": "text8", "invocations": [], "experiments": ["rq4-text8"],
+                "points": [dict(vars(p), outcome="ok") for p in points]}  # fmt: skip
+    write_json_atomically(manifest_path(results, "text8"), manifest)
+    for i, p in enumerate(points):  # D-SLIDE 0.05 s per step; dense TF 2 s per step (10 steps run)
+        step = {"dslide": 0.05, "tf-sampled": 0.2, "tf-dense": 2.0}[p.system]
+        append_record(results / "runs" / f"{p.records_name}.jsonl", fixture_record(p, step, step, f"t{i}", p1=0.4))
+    text = write_report(results / "runs", results).read_text()
+    glance = text.split("# This machine (")[0]
+    assert "`quick + text8`" in glance
+    row = next(line for line in glance.splitlines() if line.startswith("| Text8, 2 nodes"))
+    assert "D-SLIDE 2 x 1 core: P@1 0.400" in row and f"{2.0 / 0.05:,.1f}x D-SLIDE's" in row
+    assert "## RQ4-TEXT8" in text
