@@ -181,7 +181,10 @@ def machine_info() -> dict[str, Any]:
 
 
 def git_commit(repo: str | os.PathLike[str] | None = None) -> dict[str, Any]:
-    """The commit the code ran from and whether the working tree had changes (None outside git)."""
+    """The commit the code ran from and whether the working tree had changes to it (None outside git).
+
+    results/ is left out: a reproduction writes its report and figures there between its own runs, which
+    changes no code (a second invocation would otherwise mark its records dirty)."""
     repo = Path(repo) if repo else Path(__file__).resolve().parent.parent
 
     def git(*argv: str) -> str | None:
@@ -189,5 +192,5 @@ def git_commit(repo: str | os.PathLike[str] | None = None) -> dict[str, Any]:
         return done.stdout.strip() if done.returncode == 0 else None
 
     commit = git("rev-parse", "HEAD")
-    status = git("status", "--porcelain", "--untracked-files=no")
+    status = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)results")
     return {"commit": commit, "dirty": bool(status) if status is not None else None}

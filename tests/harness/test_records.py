@@ -98,3 +98,22 @@ def test_partial_epochs_count_the_warm_up_step_once():
     # 5 steps: a 12 s first step (warm-up), then 4 steps of 6 s; a 100-step epoch is 12 + 99 x 6 s
     assert extrapolate_epoch({"epoch_time_s": 36.0, "steps": 5, "first_step_s": 12.0}, 100) == 12 + 99 * 6
     assert extrapolate_epoch({"epoch_time_s": 36.0, "steps": 5}, 100) == 36.0 * 20
+
+
+def test_outputs_under_results_do_not_make_a_tree_dirty_but_code_does(tmp_path):
+    import subprocess
+
+    def git(*argv):
+        subprocess.run(["git", "-C", str(tmp_path), *argv], check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "REPORT.md").write_text("old\n")
+    (tmp_path / "engine.py").write_text("x = 1\n")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "start")
+    assert git_commit(tmp_path)["dirty"] is False
+    (tmp_path / "results" / "REPORT.md").write_text("new report\n")
+    assert git_commit(tmp_path)["dirty"] is False
+    (tmp_path / "engine.py").write_text("x = 2\n")
+    assert git_commit(tmp_path)["dirty"] is True
