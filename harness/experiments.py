@@ -3,7 +3,8 @@
 Profiles: `quick` (a smoke run: Horovod and dense TF a few steps, 1-2 nodes, amazon670k-small), `default`
 (up to 8 nodes, 5 rates, D-SLIDE's RQ3 points 3 times, Horovod 10 steps per point; <= 90 min on a 2-core
 machine), `paper` (full-size data and the paper's node counts, for a machine or cluster that has the cores),
-`text8` (the paper's Text8 row alone, on text8-small; ~70 min here). D-SLIDE runs whole epochs in every profile (they take seconds), so its epoch times contain the table rebuilds.
+`text8` (the paper's Text8 row alone, on text8-small; ~70 min here). D-SLIDE runs whole epochs in every
+profile (they take seconds), so its epoch times contain the table rebuilds.
 `plan(profile)` expands them into `Point`s, the runs `harness reproduce` makes. Each arm of an experiment
 (a system with its arguments) keeps its records in its own file, `runs/<experiment>-<arm>.jsonl`, because
 the sweep's resume key does not include the system's arguments.
