@@ -31,10 +31,7 @@ def set_threads(threads: int) -> None:
     baselines in turn) keeps its pools and gets a warning. The command-line baselines always set them first.
     """
     threading = tf.config.threading
-    if (threading.get_intra_op_parallelism_threads(), threading.get_inter_op_parallelism_threads()) == (
-        threads,
-        threads,
-    ):
+    if threading.get_intra_op_parallelism_threads() == threading.get_inter_op_parallelism_threads() == threads:
         return
     try:
         threading.set_intra_op_parallelism_threads(threads)
@@ -183,13 +180,11 @@ class Adam(tf.Module):
     def apply(self, grads: Sequence[tf.Tensor], variables: Sequence[tf.Variable]) -> None:
         t = self.step.assign_add(1.0)
         beta1_power, beta2_power = tf.pow(self.beta1, t), tf.pow(self.beta2, t)
-        epsilon = self.eps * tf.sqrt(1.0 - beta2_power)
+        hyper = dict(beta1_power=beta1_power, beta2_power=beta2_power, lr=tf.constant(self.lr, tf.float32),
+                     beta1=tf.constant(self.beta1, tf.float32), beta2=tf.constant(self.beta2, tf.float32),
+                     epsilon=self.eps * tf.sqrt(1.0 - beta2_power))  # fmt: skip
         for g, var, m, v in zip(grads, variables, self.m, self.v, strict=True):
-            tf.raw_ops.ResourceApplyAdam(
-                var=var.handle, m=m.handle, v=v.handle, beta1_power=beta1_power, beta2_power=beta2_power,
-                lr=tf.constant(self.lr, tf.float32), beta1=tf.constant(self.beta1, tf.float32),
-                beta2=tf.constant(self.beta2, tf.float32), epsilon=epsilon, grad=tf.convert_to_tensor(g),
-            )  # fmt: skip
+            tf.raw_ops.ResourceApplyAdam(var=var.handle, m=m.handle, v=v.handle, grad=tf.convert_to_tensor(g), **hyper)
 
 
 def top_k_predictions(model: SparseMLP, data: SparseDataset, k: int = 5, chunk: int = 256) -> np.ndarray:

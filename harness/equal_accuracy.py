@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.measured import Measured, select
+from harness.measured import Measured, accuracy_over_time, model_shape, select
 
 TARGET_SHARE = 0.9
 # Horovod arm in RQ3 -> the dense TF arm of `tta` with its global batch (2 nodes x 128 per node = 256)
@@ -40,30 +40,24 @@ class Curve:
         return max(self.p_at_1, default=0.0)
 
 
+def active_share_text(m: Measured) -> str:
+    """'X% of the outputs active per sample' for a D-SLIDE point (its last epoch's mean active set)."""
+    active = m.records[0]["epochs"][-1].get("avg_active")
+    return f"{active / model_shape(m.point).labels:.2%} of the outputs active per sample" if active else ""
+
+
 def dslide_curve(m: Measured) -> Curve:
-    record = m.records[0]
-    seconds, p1, elapsed = [], [], 0.0
-    for epoch in record["epochs"]:
-        elapsed += epoch["epoch_time_s"]
-        seconds.append(elapsed)
-        p1.append(epoch["p@1"])
-    active = record["epochs"][-1].get("avg_active")
-    share = f", {active / num_labels(m.point.dataset):.2%} of the outputs active per sample" if active else ""
-    return Curve("D-SLIDE", tuple(seconds), tuple(p1), f"measured: {len(seconds)} whole epochs{share}")
+    seconds, p_at_1 = accuracy_over_time(m.records[0])
+    share = active_share_text(m)
+    return Curve("D-SLIDE", tuple(seconds), tuple(p_at_1),
+                 f"measured: {len(seconds)} whole epochs" + (f", {share}" if share else ""))  # fmt: skip
 
 
-def num_labels(dataset: str) -> int:
-    from dslide.data.registry import REAL
-    from dslide.data.synthetic import PRESETS
-
-    return (REAL.get(dataset) or PRESETS[dataset]).num_labels
-
-
-def horovod_curve(arm: str, step: Measured, dense: Measured) -> Curve:
+def horovod_curve(step: Measured, dense: Measured) -> Curve:
     """Dense TF's P@1 per epoch (same global batch) at Horovod's measured time per step."""
     step_s = step.step_s or 0.0
     seconds, p1, steps = [], [], 0
-    for epoch in dense.records[0]["epochs"]:
+    for epoch in dense.records[0]["epochs"]:  # its own seconds are not Horovod's: only its steps count
         steps += epoch["steps"]
         seconds.append(steps * step_s)
         p1.append(epoch["p@1"])
@@ -84,7 +78,7 @@ def curves(measured: list[Measured], nodes: int, bandwidth: str) -> list[Curve]:
                 and m.point.bandwidth == bandwidth]  # fmt: skip
         dense = [m for m in select(measured, "tta", dense_arm) if m.ok]
         if step and dense:
-            out.append(horovod_curve(arm, step[0], dense[0]))
+            out.append(horovod_curve(step[0], dense[0]))
     return out
 
 

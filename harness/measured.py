@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import costmodel
+from harness.costmodel import ModelShape
 from harness.experiments import Point
 from harness.rates import parse_rate
 from harness.records import read_records, record_machine
@@ -28,6 +29,26 @@ def record_epoch_s(record: dict[str, Any]) -> float | None:
     if record.get("epoch_time_extrapolated") and steps_per_epoch and epochs and reported:
         return statistics.mean(extrapolate_epoch(m, steps_per_epoch) for m in epochs)
     return record["epoch_time_s"]
+
+
+def model_shape(point: Point) -> ModelShape:
+    """The network a point trains: its dataset's features and labels, its hidden width."""
+    from dslide.data.registry import REAL
+    from dslide.data.synthetic import PRESETS
+
+    spec = REAL.get(point.dataset) or PRESETS[point.dataset]
+    hidden = int(point.args[point.args.index("--hidden") + 1]) if "--hidden" in point.args else 128
+    return ModelShape(spec.num_features, spec.num_labels, hidden=hidden)
+
+
+def accuracy_over_time(record: dict[str, Any]) -> tuple[list[float], list[float]]:
+    """(training seconds at each epoch's end, P@1 after it) of a record (evaluation time excluded)."""
+    seconds, p_at_1, elapsed = [], [], 0.0
+    for epoch in record["epochs"]:
+        elapsed += epoch["epoch_time_s"]
+        seconds.append(elapsed)
+        p_at_1.append(epoch["p@1"])
+    return seconds, p_at_1
 
 
 def link_bytes_per_training_step(record: dict[str, Any]) -> float | None:

@@ -8,6 +8,7 @@ calibrated on records; the paper's claims are constants beside them. Each profil
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import statistics
 import tempfile
@@ -16,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from harness import costmodel, equal_accuracy
-from harness.costmodel import AMAZON_670K, AMAZON_670K_TRAIN_POINTS, ClusterShape, ModelShape
+from harness.costmodel import AMAZON_670K, AMAZON_670K_TRAIN_POINTS, ClusterShape
 from harness.experiments import PROFILES, Point, describe, experiments
-from harness.measured import Measured, measure, other_machines, select
+from harness.measured import Measured, accuracy_over_time, measure, model_shape, other_machines, select
 from harness.rates import parse_rate
 from harness.records import machine_id
 from harness.reproduce import read_manifest
@@ -37,15 +38,6 @@ POPULARITY_NOTE = [
 SYSTEM_COLOURS = {"dslide": "tab:blue", "horovod": "tab:red", "tf-dense": "tab:green"}
 
 
-def model_shape(point: Point) -> ModelShape:
-    from dslide.data.registry import REAL
-    from dslide.data.synthetic import PRESETS
-
-    spec = REAL.get(point.dataset) or PRESETS[point.dataset]
-    hidden = int(point.args[point.args.index("--hidden") + 1]) if "--hidden" in point.args else 128
-    return ModelShape(spec.num_features, spec.num_labels, hidden=hidden)
-
-
 def evaluated_points(point: Point) -> int | None:
     for flag in ("--test-points", "--eval-points"):
         if flag in point.args:
@@ -56,13 +48,21 @@ def evaluated_points(point: Point) -> int | None:
 def commonest_label_precision(dataset: str, test_points: int | None) -> tuple[float, float] | None:
     """P@1 and P@5 of always predicting the 5 commonest training labels, on the test points a run evaluates:
     the accuracy a model reaches by label popularity alone. None when the data is not in the data directory."""
+    from dslide.data.registry import data_dir
+
+    return _commonest_label_precision(dataset, test_points, data_dir())
+
+
+@functools.cache
+def _commonest_label_precision(dataset: str, test_points: int | None, root: Path) -> tuple[float, float] | None:
+    """Cached per data directory: the report asks for the same points in many rows, and each call reads the data."""
     import numpy as np
 
     from dslide.data.registry import dataset_paths
     from dslide.data.xc_format import load_dataset
 
     try:
-        train_path, test_path = dataset_paths(dataset, make=False)
+        train_path, test_path = dataset_paths(dataset, root, make=False)
         train, test = load_dataset(train_path), load_dataset(test_path)
     except (OSError, KeyError, ValueError):
         return None
@@ -75,8 +75,13 @@ def commonest_label_precision(dataset: str, test_points: int | None) -> tuple[fl
     return p1, p5
 
 
+def popularity(point: Point) -> tuple[float, float] | None:
+    """The commonest labels' P@1 and P@5 on the test points `point` evaluates."""
+    return commonest_label_precision(point.dataset, evaluated_points(point))
+
+
 def popularity_text(m: Measured) -> str:
-    got = commonest_label_precision(m.point.dataset, evaluated_points(m.point))
+    got = popularity(m.point)
     return "n/a" if got is None else f"{got[0]:.3f} / {got[1]:.3f}"
 
 
@@ -334,12 +339,7 @@ def figure_accuracy(measured: list[Measured], path: Path) -> bool:
         return False
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
     for m in pts:
-        record = m.records[0]
-        elapsed, xs, ys = 0.0, [], []
-        for epoch in record["epochs"]:
-            elapsed += epoch["epoch_time_s"]
-            xs.append(elapsed)
-            ys.append(epoch["p@1"])
+        xs, ys = accuracy_over_time(m.records[0])
         ax.plot(xs, ys, "o-", color=SYSTEM_COLOURS.get(m.point.system), label=f"{m.point.arm} ({where(m)})")
     ax.set_xlabel("training time (s, evaluation excluded)")
     ax.set_ylabel("P@1 on the test points")
@@ -452,7 +452,7 @@ def text8_claim(measured: list[Measured]) -> Claim:
                      f"{fmt_s(sampled.epoch_s)} per epoch")  # fmt: skip
     if dense and dense.epoch_s and d2.epoch_s:
         parts.append(f"TF dense: {fmt_s(dense.epoch_s)} per epoch, {dense.epoch_s / d2.epoch_s:,.1f}x D-SLIDE's")
-    popular = commonest_label_precision(d2.point.dataset, evaluated_points(d2.point))
+    popular = popularity(d2.point)
     parts.append(f"commonest label {fmt(popular[0] if popular else None)}")
     return Claim(claim, "6.7x / 2.5x", "; ".join(parts),
                  "measured (whole epochs; TF dense extrapolated from its steps)", "RQ4-TEXT8")  # fmt: skip
@@ -465,12 +465,13 @@ def accuracy_claim(measured: list[Measured]) -> Claim:
     tf = [m for m in select(measured, "tta", "tf-dense") if m.ok]
     if not d or not tf:
         return Claim(claim, "close", "not measured", "", "time to accuracy")
-    ours, theirs = equal_accuracy.dslide_curve(d[0]), tf[0].records[0]["epochs"]
-    epochs = min(len(ours.p_at_1), len(theirs))
-    popular = commonest_label_precision(d[0].point.dataset, evaluated_points(d[0].point))
-    text = (f"P@1 after {epochs} epoch(s), Amazon-670K shape: D-SLIDE {ours.p_at_1[epochs - 1]:.3f} vs TF dense "
-            f"{theirs[epochs - 1]['p@1']:.3f} (commonest label: {fmt(popular[0] if popular else None)})")  # fmt: skip
-    return Claim(claim, "close", text, f"measured; D-SLIDE {ours.how.split(', ', 1)[-1]}", "time to accuracy")
+    (_, ours), (_, theirs) = accuracy_over_time(d[0].records[0]), accuracy_over_time(tf[0].records[0])
+    epochs = min(len(ours), len(theirs))
+    popular = popularity(d[0].point)
+    text = (f"P@1 after {epochs} epoch(s), Amazon-670K shape: D-SLIDE {ours[epochs - 1]:.3f} vs TF dense "
+            f"{theirs[epochs - 1]:.3f} (commonest label: {fmt(popular[0] if popular else None)})")  # fmt: skip
+    how = f"measured; D-SLIDE {equal_accuracy.active_share_text(d[0])}"
+    return Claim(claim, "close", text, how, "time to accuracy")
 
 
 def section_claims(measured: list[Measured], model: Model) -> list[str]:
@@ -798,11 +799,9 @@ def profile_section(profile: str, manifest: dict[str, Any], source: Source, figu
     lines += section_claims(measured, model)
     lines += section_differences(measured, machine)
     names = {}
-    popular = None
     tta_points = [m for m in select(measured, "tta", "dslide") if m.ok]
-    if tta_points:
-        got = commonest_label_precision(tta_points[0].point.dataset, evaluated_points(tta_points[0].point))
-        popular = got[0] if got else None
+    got = popularity(tta_points[0].point) if tta_points else None
+    popular = got[0] if got else None
     for name, draw in (("time-to-accuracy", lambda p: equal_accuracy.figure(measured, popular, p, save_figure)),
                        ("epoch-time-vs-nodes", lambda p: figure_epoch_time(measured, model, machine_cores, p)),
                        ("speedup", lambda p: figure_speedup(measured, model, machine_cores, p)),
