@@ -132,6 +132,19 @@ class Communicator:
             self._count("gather", local.nbytes, 0, t0)
         return recv
 
+    def allgather_stack(self, local: np.ndarray) -> np.ndarray:
+        """Every rank gets the stack (P, *local.shape) of every rank's array (the same shape on every rank)."""
+        t0 = time.perf_counter()
+        if self.size == 1:
+            self._count("allgather", 0, 0, t0)
+            return local[None]
+        local = np.ascontiguousarray(local)
+        recv = np.empty((self.size, *local.shape), dtype=local.dtype)
+        self.comm.Allgather(local, recv)
+        own = local.nbytes
+        self._count("allgather", own * (self.size - 1), own * (self.size - 1), t0)
+        return recv
+
     # -- small control messages (not on the training path) --------------------------------------------
 
     def allgather_object(self, obj: object) -> list:

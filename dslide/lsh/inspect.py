@@ -34,7 +34,7 @@ def inspect_checkpoint(run_dir: Path, train_ds: SparseDataset, points: int, comm
     out: dict[str, Any] = {"run": str(run_dir), "step": step, "points": len(rows), "ranks": comm.size}
     # the active sets training would use at this step (labels, retrieved, padding)
     _, full = net._hidden_forward(batch)
-    lab_ptr, lab_ids, _ = net._local_labels(batch)
+    lab_ptr, lab_ids, _ = net.head.local_labels(batch.y_ptr, batch.y_idx)
     act = net.output.sampler.select(full[-1], lab_ptr, lab_ids, step, record=False)
     parts = np.stack([act.head, np.diff(act.ptr), act.n_lab, act.fixed]).astype(np.int64)
     head, active, labels, fixed = comm.allreduce(parts)
