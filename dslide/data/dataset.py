@@ -34,6 +34,16 @@ class SparseDataset:
         li, _ = _gather_rows(self.label_indptr, self.label_indices, rows, None)
         return SparseDataset(fi[0], fi[1], fv, li[0], li[1], self.num_features, self.num_labels)
 
+    def padded(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Dense, padded arrays for frameworks: feature ids (n, max nnz) int64 padded with 0, their values
+        (n, max nnz) float32 padded with 0 (so a padded slot adds nothing to an embedding bag), and labels
+        (n, max labels) int64 padded with -1."""
+        ids, values = (
+            _pad_rows(self.feat_indptr, self.feat_indices, 0),
+            _pad_rows(self.feat_indptr, self.feat_values, 0),
+        )
+        return ids.astype(np.int64), values.astype(np.float32), _pad_rows(self.label_indptr, self.label_indices, -1)
+
     def mean_sq_norm(self) -> float:
         """Mean over points of sum(x^2): the effective fan-in of a sparse input layer (1.0 for no points)."""
         if len(self) == 0:
@@ -60,3 +70,15 @@ def _gather_rows(indptr, indices, rows, values):
     offsets = np.arange(new_indptr[-1], dtype=np.int64) - np.repeat(new_indptr[:-1], lengths)
     take = np.repeat(starts, lengths) + offsets
     return (new_indptr, indices[take]), (values[take] if values is not None else None)
+
+
+def _pad_rows(indptr: np.ndarray, data: np.ndarray, fill: int) -> np.ndarray:
+    """(n, max row length) array of each CSR row's entries, padded with fill (int64 unless data is float)."""
+    lengths = np.diff(indptr)
+    n, width = len(lengths), int(lengths.max(initial=0))
+    dtype = np.float32 if np.issubdtype(data.dtype, np.floating) else np.int64
+    out = np.full((n, max(width, 1)), fill, dtype=dtype)
+    rows = np.repeat(np.arange(n), lengths)
+    cols = np.arange(len(data)) - np.repeat(indptr[:-1], lengths)
+    out[rows, cols] = data[: indptr[-1]]
+    return out
