@@ -23,12 +23,26 @@ def tests(session: nox.Session, suite: str) -> None:
         install_baseline_env(session)
         env = {"DSLIDE_BASELINE_PYTHON": str(Path(session.bin) / "python")}
         session.run("python", "-m", "baselines.env", "--check", env=env)
-        session.run("pytest", "tests/baselines", *session.posargs, env=env)
+        session.run("pytest", "tests/baselines", "tests/dslide/test_keras.py", *session.posargs, env=env)
         return
     session.install("-e", ".[test,mpich]")
+    install_torch_cpu(session)
     baseline = Path(session.virtualenv.location).parent / "tests-suite-baselines" / "bin" / "python"
     env = {"DSLIDE_BASELINE_PYTHON": str(baseline)} if baseline.exists() else {}
-    session.run("pytest", "tests", "--ignore=tests/baselines", *session.posargs, env=env)
+    ignore = ["--ignore=tests/baselines", "--ignore=tests/dslide/test_keras.py"]  # both run in the baseline venv
+    session.run("pytest", "tests", *ignore, *session.posargs, env=env)
+
+
+TORCH_CPU = "torch==2.13.0+cpu"
+
+
+def install_torch_cpu(session: nox.Session) -> None:
+    """PyTorch's CPU build (192 MB) for dslide.torch's tests: PyPI's default torch wheel pulls in ~2.4 GB of CUDA
+    libraries that CPU use never loads. Taken from a local wheel directory ($PIP_FIND_LINKS) when one holds it,
+    else from PyTorch's CPU index."""
+    local = [d for d in os.environ.get("PIP_FIND_LINKS", "").split() if list(Path(d).glob("torch-2.13.0+cpu-*.whl"))]
+    extra = [] if local else ["--extra-index-url", "https://download.pytorch.org/whl/cpu"]
+    session.install(TORCH_CPU, *extra)
 
 
 @nox.session(python=PYTHON)
@@ -49,6 +63,7 @@ def bench(session: nox.Session) -> None:
     `nox -s bench -- benchmarks/test_engine_bench.py`. Run it on a quiet machine.
     """
     session.install("-e", ".[test,mpich]")
+    install_torch_cpu(session)  # benchmarks/test_frameworks_bench.py times dslide.torch
     session.run("harness", "bench", *session.posargs)
 
 
