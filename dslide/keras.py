@@ -76,12 +76,6 @@ class SparseOutput(tf.keras.layers.Layer):
 
         return sampled_softmax(h)
 
-    def exact_loss(self, h, labels):
-        """The exact full-softmax loss of every sample, no update (evaluation)."""
-        return tf.numpy_function(
-            lambda h, y: self.engine.loss(h, y).astype(np.float32), [h, tf.cast(labels, tf.int64)], tf.float32
-        )
-
     def average_gradients(self, grads: list) -> list:
         """The mean of every gradient over the ranks, in one call so every rank runs the collectives in the same
         order (a no-op on one rank). IndexedSlices stay sparse: every rank's rows, values divided by P."""

@@ -23,14 +23,12 @@ def main(framework: str, out: str) -> None:
     ds = random_dataset(n=64, F=40, N=27)
     example = load_example(f"{framework}_xc")
     dense = SamplingConfig(mode="dense")
+    records, model = example.fit(ds, ds, epochs=1, hidden=12, lr=1e-2, batch_size=BATCH, comm=comm, sampling=dense,
+                                 max_steps=STEPS, return_model=True)  # fmt: skip
     if framework == "torch":
-        records, model = example.fit(ds, ds, epochs=1, hidden=12, lr=1e-2, batch_size=BATCH, comm=comm,
-                                     sampling=dense, max_steps=STEPS, return_model=True)  # fmt: skip
         encoder, head = model
         embedding, bias = encoder.bag.weight.detach().numpy(), encoder.bias.detach().numpy()
     else:
-        records, model = example.fit(ds, ds, epochs=1, hidden=12, lr=1e-2, batch_size=BATCH, comm=comm,
-                                     sampling=dense, max_steps=STEPS, return_model=True)  # fmt: skip
         head = model.head
         embedding, bias = model.embedding.embeddings.numpy(), model.bias.numpy()
     state = head.engine.state()
