@@ -141,6 +141,21 @@ def _hidden(_ctx, _param, value: str) -> tuple[int, ...]:
     show_default=True,
     help="M: new hash functions every M steps (0: never).",
 )
+@click.option(
+    "--rebuild-trigger",
+    type=click.Choice(["fixed", "drift"]),
+    default="fixed",
+    show_default=True,
+    help="fixed: rebuild on the N0 / lambda schedule; drift: when the weights have moved (--drift-threshold).",
+)
+@click.option(
+    "--drift-threshold",
+    type=click.FloatRange(min=0, max=1, min_open=True),
+    default=0.05,
+    show_default=True,
+    help="With --rebuild-trigger drift: rebuild once this share of a 2,048-neuron sample's buckets has changed "
+    "(checked every 10 steps).",
+)
 @click.option("--adam", type=click.Choice(["lazy", "dense"]), default="lazy", show_default=True)
 @click.option(
     "--init-scale",
@@ -276,7 +291,13 @@ def _train(comm, train_path, test_path, dataset, data_dir, out_dir, preset, **o)
             frequent=o["frequent"],
             weighted_tail=o["weighted_tail"],
         ),
-        schedule=ScheduleConfig(o["rebuild_first"], o["rebuild_decay"], o["redraw_every"]),
+        schedule=ScheduleConfig(
+            o["rebuild_first"],
+            o["rebuild_decay"],
+            o["redraw_every"],
+            trigger=o["rebuild_trigger"],
+            drift_threshold=o["drift_threshold"],
+        ),
         init_scale=o["init_scale"],
         output_bias=o["output_bias"],
     )

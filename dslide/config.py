@@ -47,6 +47,12 @@ class ScheduleConfig:
     rebuild_first: int = 50  # N0: first rebuild after this many steps
     rebuild_decay: float = 0.0  # lambda: the t-th interval is N0 * exp(lambda * t); 0 = fixed period N0
     redraw_every: int = 1000  # M: draw new hash functions every M steps (0 = never)
+    # fixed: rebuild at N0, N0 * e^lambda, ...; drift: whenever the share of a neuron sample's buckets that changed
+    # since the last rebuild reaches drift_threshold, checked every drift_check_every steps (dslide/lsh/drift.py)
+    trigger: Literal["fixed", "drift"] = "fixed"
+    drift_threshold: float = 0.05
+    drift_rows: int = 2048
+    drift_check_every: int = 10
 
 
 @dataclass

@@ -55,6 +55,7 @@ class SamplingStats:
     # (SLIDE's counter: the frequent neurons are left out, so the figure is what the tables return)
     rebuilds: int = 0
     rebuild_seconds: float = 0.0
+    drift_seconds: float = 0.0  # spent measuring the weights' drift (trigger "drift")
     buckets: dict[str, float] = field(default_factory=dict)  # occupancy after the latest rebuild
 
     def add(self, head: np.ndarray, fixed: np.ndarray, n_lab: np.ndarray, count: np.ndarray) -> None:
@@ -107,7 +108,7 @@ class OutputSampler:
         self.hash_seed = hash_seed
         self.redraws = 0
         self.stats = SamplingStats()
-        self.family = self.tables = self.schedule = None
+        self.family = self.tables = self.schedule = self.drift = None
         self.marks = np.zeros((numba.get_num_threads(), n), dtype=np.int32)
         self.slot = np.full(n, -1, dtype=np.int32)
         self.frequent = np.zeros(0, dtype=np.int32)
@@ -130,6 +131,7 @@ class OutputSampler:
         if not self.uses_tables:
             return
         from dslide.lsh import make_family
+        from dslide.lsh.drift import DriftMonitor
         from dslide.lsh.schedule import RebuildSchedule
         from dslide.lsh.tables import LSHTables
 
@@ -137,6 +139,11 @@ class OutputSampler:
         cfg = self.lsh_cfg
         self.tables = LSHTables(cfg.num_tables, cfg.range_pow, cfg.bucket_capacity, cfg.insertion)
         self.schedule = RebuildSchedule(self.schedule_cfg)
+        sc = self.schedule_cfg
+        if sc.trigger == "drift":
+            self.drift = DriftMonitor(self.n, sc.drift_rows, sc.drift_threshold, sc.drift_check_every, self.hash_seed)
+        elif sc.trigger != "fixed":
+            raise ValueError(f"rebuild trigger must be 'fixed' or 'drift', got {sc.trigger!r}")
         self.rebuild(weights)
 
     # -- tables ----------------------------------------------------------------------------------------
@@ -148,15 +155,24 @@ class OutputSampler:
         self.stats.rebuild_seconds += time.perf_counter() - t0
         self.stats.rebuilds += 1
         self.stats.buckets = bucket_occupancy(self.tables.offsets, self.n, self.lsh_cfg.bucket_capacity)
+        if self.drift is not None:
+            self.drift.rebuilt(self.family, weights)
 
     def maybe_refresh(self, step: int, weights: np.ndarray) -> None:
-        """SLIDE's schedule: new hash functions every M steps, table rebuilds at growing intervals."""
+        """New hash functions every M steps; table rebuilds on SLIDE's schedule (growing intervals) or when the
+        weights have drifted (trigger "drift")."""
         if self.schedule is None or step == 0:
             return
         if self.schedule.should_redraw(step):
             self.redraws += 1
             self.family.redraw(self.hash_seed + 104_729 * self.redraws)
             self.rebuild(weights)
+        elif self.drift is not None:
+            t0 = time.perf_counter()
+            rebuild = self.drift.should_rebuild(step, self.family, weights)
+            self.stats.drift_seconds += time.perf_counter() - t0
+            if rebuild:
+                self.rebuild(weights)
         elif self.schedule.should_rebuild(step):
             self.rebuild(weights)
 
@@ -226,6 +242,8 @@ class OutputSampler:
             out.update({f"{prefix}family.{k}": v for k, v in self.family.state().items()})
             out[f"{prefix}tables.offsets"] = self.tables.offsets
             out[f"{prefix}tables.ids"] = self.tables.ids
+        if self.drift is not None:
+            out.update({f"{prefix}drift.{k}": v for k, v in self.drift.state().items()})
         return out
 
     def load_state(self, prefix: str, state: dict[str, np.ndarray]) -> None:
@@ -236,3 +254,5 @@ class OutputSampler:
             self.family.load_state({k[len(fam) :]: state[k] for k in state if k.startswith(fam)})
             self.tables.offsets = np.ascontiguousarray(state[f"{prefix}tables.offsets"])
             self.tables.ids = np.ascontiguousarray(state[f"{prefix}tables.ids"])
+        if self.drift is not None:
+            self.drift.load_state({k: state[f"{prefix}drift.{k}"] for k in ("reference", "last")})

@@ -289,7 +289,10 @@ def _sampling_record(net: Network, comm: Communicator) -> dict[str, Any]:
         "padding_share": parts[3] / total,
         "rebuilds": int(comm.max_scalar(s.rebuilds)),
         "rebuild_time_s": comm.max_scalar(s.rebuild_seconds),
+        "drift_check_time_s": comm.max_scalar(s.drift_seconds),
     }
+    if net.output.sampler.drift is not None:  # the latest drift measured, mean over ranks
+        out["lsh_drift"] = comm.sum_scalar(net.output.sampler.drift.last) / comm.size
     for key, value in s.buckets.items():
         out[key] = comm.sum_scalar(value) / comm.size
     return out

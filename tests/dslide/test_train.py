@@ -74,17 +74,19 @@ def test_train_writes_the_metrics_contract_and_learns(files, tmp_path):
     assert 20 <= lines[-1]["avg_active"] <= 120
 
 
-def test_resume_gives_the_same_result_as_an_uninterrupted_run(files, tmp_path):
+@pytest.mark.parametrize("trigger", ["fixed", "drift"])
+def test_resume_gives_the_same_result_as_an_uninterrupted_run(files, tmp_path, trigger):
     whole, parts = tmp_path / "whole", tmp_path / "parts"
-    subprocess.run(train_cmd(files, whole, "--epochs", "2"), check=True, env=env(), timeout=600)
+    rebuilds = ("--rebuild-trigger", trigger, "--drift-threshold", "0.02")
+    subprocess.run(train_cmd(files, whole, "--epochs", "2", *rebuilds), check=True, env=env(), timeout=600)
     # Stop mid-epoch (SIGKILL after a checkpoint exists), then resume to the end.
-    proc = subprocess.Popen(train_cmd(files, parts, "--epochs", "2", "--checkpoint-every", "3"), env=env())
+    proc = subprocess.Popen(train_cmd(files, parts, "--epochs", "2", "--checkpoint-every", "3", *rebuilds), env=env())
     deadline = time.time() + 300
     while not (parts / "checkpoint" / "LATEST").exists() and proc.poll() is None and time.time() < deadline:
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    subprocess.run(train_cmd(files, parts, "--epochs", "2", "--resume"), check=True, env=env(), timeout=600)
+    subprocess.run(train_cmd(files, parts, "--epochs", "2", "--resume", *rebuilds), check=True, env=env(), timeout=600)
     a, b = final_weights(whole), final_weights(parts)
     assert a.keys() == b.keys()
     for key in a:
@@ -92,6 +94,7 @@ def test_resume_gives_the_same_result_as_an_uninterrupted_run(files, tmp_path):
     ma, mb = read_metrics(whole), read_metrics(parts)
     assert [m["p@1"] for m in ma] == [m["p@1"] for m in mb]
     assert [m["loss"] for m in ma] == pytest.approx([m["loss"] for m in mb], rel=1e-6)
+    assert ("lsh_drift" in ma[-1]) == (trigger == "drift")
 
 
 @pytest.mark.mpi
