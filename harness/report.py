@@ -678,6 +678,28 @@ def status(m: Measured) -> str:
     return "not run"
 
 
+DATA_TEXT = {
+    "amazon670k": "Amazon-670K's shape and statistics (135,909 features, 670,091 labels, ~75 nonzeros, ~5.45 labels "
+    "per point)",
+    "text8": "text8's vocabulary (253,855 words, Zipf frequencies) as skip-gram inputs and labels",
+}
+
+
+def data_text(datasets: list[str]) -> str:
+    """What the profile's synthetic data stand for, from the datasets its records name."""
+    from dslide.data.synthetic import PRESETS
+
+    def size(name: str) -> str:
+        train = getattr(PRESETS.get(name), "num_train", None)
+        return f", {train:,} training points" if train else ""
+
+    parts = [f"`{name}`: synthetic, with {text}{size(name)}" for name in datasets
+             for prefix, text in DATA_TEXT.items() if name.startswith(prefix)]  # fmt: skip
+    other = [f"`{name}`" for name in datasets if not any(name.startswith(p) for p in DATA_TEXT)]
+    return "; ".join(parts + other) + (". The real datasets cannot be downloaded here; accuracy figures are on "
+                                       "synthetic data." if parts else ".")  # fmt: skip
+
+
 def section_differences(measured: list[Measured], machine: dict[str, Any]) -> list[str]:
     runs = [r for m in measured for r in m.records]
     over = sum(1 for r in runs if r["oversubscribed"])
@@ -690,9 +712,7 @@ def section_differences(measured: list[Measured], machine: dict[str, Any]) -> li
             "- **Ratio-preserving rates.** What decides D-SLIDE's advantage is compute speed over link speed. A "
             "1-core node at 125 Mbit/s stands for an 8-core node at 1 Gbit/s (250 Mbit/s for 4 cores); those points "
             "are labelled *ratio-preserving*, the others *nominal*.",
-            "- **Data.** Synthetic presets with Amazon-670K's shape and statistics (135,909 features, 670,091 labels, "
-            "~75 nonzeros, ~5.45 labels per point) but 20,000 training points (`amazon670k-small`); the real "
-            "Amazon-670K cannot be downloaded here. Accuracy figures are on synthetic data.",
+            f"- **Data.** {data_text(sorted({m.point.dataset for m in measured if m.ok}))}",
             f"- **Extrapolated epochs.** {extrap} of {len(runs)} ok runs stopped after a few steps (`--max-steps`); "
             "their epoch time is the first step (warm-up) plus the mean of the other steps x the rest of the epoch's "
             "steps (older records without a first-step time: steps run scaled alike), marked *(extrapolated)*.",
@@ -829,7 +849,8 @@ def profile_section(profile: str, manifest: dict[str, Any], source: Source, figu
                      "tta": ["time-to-accuracy"], "rq4": ["accuracy-vs-time"]}.get(e.name, []):  # fmt: skip
             if name in names:
                 lines += [f"![{name}]({names[name]})", ""]
-    lines += section_model(model)
+    if model.calibrations:  # a profile without the RQ3 runs (text8) has nothing to fit the cost model on
+        lines += section_model(model)
     if "cost-model-paper-shape" in names:
         lines += [f"![cost model]({names['cost-model-paper-shape']})", ""]
     lines += ["Points of the plan:", ""] + [f"- {describe(m.point)}: {status(m)}" for m in measured] + [""]
