@@ -16,6 +16,7 @@ Communicator.
 from __future__ import annotations
 
 import dataclasses
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,14 @@ def labels_to_csr(labels: np.ndarray, num_labels: int) -> tuple[np.ndarray, np.n
     ptr = np.zeros(labels.shape[0] + 1, dtype=np.int64)
     np.cumsum(keep.sum(axis=1), out=ptr[1:])
     return ptr, labels[keep].astype(np.int32)
+
+
+def sum_duplicate_rows(rows: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(unique rows, the sum of each row's values), rows sorted."""
+    order = np.argsort(rows, kind="stable")
+    rows, values = rows[order], values[order]
+    starts = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]]) if len(rows) else np.zeros(0, dtype=np.int64)
+    return rows[starts], np.add.reduceat(values, starts, axis=0) if len(rows) else values
 
 
 class SparseOutput:
@@ -107,11 +116,23 @@ class SparseOutput:
         ptr, ids = labels_to_csr(labels, self.num_labels)
         if len(ptr) - 1 != h.shape[0]:
             raise ValueError(f"labels have {len(ptr) - 1} rows, the hidden vectors {h.shape[0]}")
+        self._check_same_batch(ptr, ids)
         out = self.head.train_step(h, ptr, ids, self.step)
         self.step += 1
         counts = self.comm.allreduce(np.array([out.active, out.head], dtype=np.int64))
         self.last_active, self.last_from_tables = (int(c) // max(h.shape[0], 1) for c in counts)
         return out.loss, self.comm.allreduce(out.dh)
+
+    def _check_same_batch(self, ptr: np.ndarray, ids: np.ndarray) -> None:
+        """Every rank must step on the same batch: each holds a slice of every sample's softmax. A 16-byte
+        Allreduce of a checksum of the labels catches ranks fed different data before they corrupt the layer."""
+        if self.comm.size == 1:
+            return
+        checksum = zlib.crc32(ids.tobytes(), zlib.crc32(ptr.tobytes()))
+        top, neg_bottom = self.comm.allreduce(np.array([checksum, -checksum], dtype=np.int64), "max")
+        if top != -neg_bottom:
+            raise ValueError(f"step {self.step}: the ranks' batches differ (label checksums); under mpiexec every "
+                             "rank must feed the same batch to the layer, in the same order")  # fmt: skip
 
     def loss(self, h: np.ndarray, labels: np.ndarray) -> np.ndarray:
         """The exact full-softmax loss of every sample, without an update (evaluation)."""
@@ -139,14 +160,16 @@ class SparseOutput:
         return self.comm.allreduce(np.ascontiguousarray(grad)) / np.float32(self.comm.size)
 
     def average_rows(self, rows: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The mean over the ranks of a row-sparse gradient (rows, values (len(rows), ...)): every rank's rows and
-        values concatenated (Allgatherv; duplicate rows add up), values divided by P."""
+        """The mean over the ranks of a row-sparse gradient (rows, values (len(rows), ...)): each rank sums its
+        duplicate rows (an embedding lookup repeats a row for every occurrence, padding included), then every
+        rank's rows and values are concatenated (Allgatherv; a row several ranks have appears once per rank and
+        adds up) and divided by P."""
         if self.comm.size == 1:
             return rows, values
         width = values.shape[1:]
-        all_rows, _ = self.comm.allgatherv(np.ascontiguousarray(rows, dtype=np.int64))
-        flat = np.ascontiguousarray(values, dtype=np.float32).reshape(-1)
-        all_values, _ = self.comm.allgatherv(flat)
+        rows, summed = sum_duplicate_rows(np.asarray(rows, dtype=np.int64), np.asarray(values, dtype=np.float32))
+        all_rows, _ = self.comm.allgatherv(rows)
+        all_values, _ = self.comm.allgatherv(np.ascontiguousarray(summed).reshape(-1))
         return all_rows, (all_values / np.float32(self.comm.size)).reshape(-1, *width)
 
     # -- checkpoints -------------------------------------------------------------------------------------------

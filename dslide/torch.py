@@ -88,7 +88,9 @@ class DistributedOptimizer:
                 g = p.grad.coalesce()
                 rows, values = self.engine.average_rows(g.indices()[0].numpy(), g.values().numpy())
                 index = torch.from_numpy(rows)[None]
-                p.grad = torch.sparse_coo_tensor(index, torch.from_numpy(values), g.shape).coalesce()
+                p.grad = torch.sparse_coo_tensor(
+                    index, torch.from_numpy(values), g.shape, check_invariants=True
+                ).coalesce()  # rows from other ranks: checked to lie inside the parameter
             else:
                 p.grad.copy_(torch.from_numpy(self.engine.average(p.grad.numpy())))
 

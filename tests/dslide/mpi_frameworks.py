@@ -2,6 +2,7 @@
 its losses, its encoder replica, its output slice and the bytes it sent (for test_torch.py / test_keras.py).
 
     mpiexec -n P python -m tests.dslide.mpi_frameworks torch|keras OUT_DIR
+    mpiexec -n P python -m tests.dslide.mpi_frameworks mismatch OUT_DIR   # each rank feeds its own batch
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ import numpy as np
 
 from dslide.comm import Communicator
 from dslide.config import SamplingConfig
-from tests.dslide.frameworks import load_example
+from dslide.sparse_output import SparseOutput
+from tests.dslide.frameworks import IN_DIM, NUM_LABELS, batch, load_example
 from tests.dslide.test_network import random_dataset
 
 STEPS, BATCH = 4, 16
@@ -20,6 +22,15 @@ STEPS, BATCH = 4, 16
 
 def main(framework: str, out: str) -> None:
     comm = Communicator()
+    if framework == "mismatch":
+        layer = SparseOutput(IN_DIM, NUM_LABELS)
+        try:
+            layer.train_step(*batch(comm.rank))
+            error = ""
+        except ValueError as err:
+            error = str(err)
+        np.savez(f"{out}/rank{comm.rank}.npz", error=error, step=layer.step)
+        return
     ds = random_dataset(n=64, F=40, N=27)
     example = load_example(f"{framework}_xc")
     dense = SamplingConfig(mode="dense")

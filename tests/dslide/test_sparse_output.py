@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dslide.sparse_output import SparseOutput, labels_to_csr
-from tests.dslide.frameworks import IN_DIM, NUM_LABELS, batch, layer_options, reference
+from dslide.sparse_output import SparseOutput, labels_to_csr, sum_duplicate_rows
+from tests.dslide.frameworks import IN_DIM, NUM_LABELS, batch, layer_options, reference, run_ranks
 
 
 @pytest.mark.parametrize("mode", ["lsh", "uniform", "dense"])
@@ -99,3 +99,19 @@ def test_labels_to_csr_keeps_every_label_and_drops_the_padding():
     ptr, ids = labels_to_csr(np.array([[3, -1, 5], [-1, -1, -1], [7, 8, 9]]), 10)
     np.testing.assert_array_equal(ptr, [0, 2, 2, 5])
     np.testing.assert_array_equal(ids, [3, 5, 7, 8, 9])
+
+
+def test_sum_duplicate_rows_keeps_each_row_once_with_its_total():
+    rows = np.array([5, 2, 5, 0, 2, 5])
+    values = np.arange(12, dtype=np.float32).reshape(6, 2)
+    uniq, summed = sum_duplicate_rows(rows, values)
+    np.testing.assert_array_equal(uniq, [0, 2, 5])
+    np.testing.assert_array_equal(summed, [values[3], values[1] + values[4], values[0] + values[2] + values[5]])
+    empty_rows, empty_values = sum_duplicate_rows(np.zeros(0, np.int64), np.zeros((0, 2), np.float32))
+    assert len(empty_rows) == 0 and empty_values.shape == (0, 2)
+
+
+@pytest.mark.mpi
+def test_ranks_fed_different_batches_stop_before_any_update(tmp_path):
+    for shard in run_ranks(tmp_path, "mismatch", 2):
+        assert "the ranks' batches differ" in str(shard["error"]) and shard["step"] == 0
