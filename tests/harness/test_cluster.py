@@ -15,6 +15,7 @@ import pytest
 
 from harness.cluster import Cluster, ClusterError, leftovers
 from harness.state import read_state, state_path
+from tests.harness.processes import ctrl_c_default
 
 pytestmark = pytest.mark.root
 
@@ -82,7 +83,7 @@ OWNER = {
 
 def _owner(kind: str) -> tuple[subprocess.Popen[str], str]:
     code = textwrap.dedent(OWNER[kind])
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, preexec_fn=ctrl_c_default)
     ready, _, _ = select.select([proc.stdout], [], [], 120)  # never hang CI on an owner that did not start
     prefix = proc.stdout.readline().strip() if ready else ""
     assert prefix.startswith("ds-"), "the owner process did not bring its cluster up"

@@ -15,6 +15,7 @@ from harness.rates import parse_rate
 from harness.records import read_records
 from harness.run import RunSpec, run
 from harness.state import all_states
+from tests.harness.processes import ctrl_c_default
 
 MIB = 1 << 20
 
@@ -153,7 +154,8 @@ def test_stopping_harness_run_ends_the_job_and_removes_the_cluster(tmp_path, sig
     proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", "--system", "payload", "--nodes", "2",
                              "--bandwidth", "100mbit", "--out", str(tmp_path), "--work-dir", str(tmp_path / "work"),
                              "--", "--bytes", str(64 * MIB),
-                             "--repeat", "20"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+                             "--repeat", "20"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            preexec_fn=ctrl_c_default)  # fmt: skip
     try:
         deadline = time.monotonic() + 30
         state = None
