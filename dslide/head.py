@@ -83,9 +83,7 @@ class OutputHead:
         B = h.shape[0]
         lab_ptr, lab_ids, inv_ylen = self.local_labels(y_ptr, y_idx)
         if self.cfg.sampling.mode == "dense":  # the full softmax, by matrix products
-            z = out.full_logits(h)
-            lmax, lsum, llab = (np.empty(B, dtype=np.float32) for _ in range(3))
-            full_softmax_stats(z, lab_ptr, lab_ids, inv_ylen, lmax, lsum, llab)
+            z, lmax, lsum, llab = self._full_logits(h, lab_ptr, lab_ids, inv_ylen)
             gmax, gsum, loss = self._softmax_stats(None, lmax, lsum, llab, y_ptr, y_idx, inv_ylen)
             dh = out.full_backward_update(h, z, lab_ptr, lab_ids, inv_ylen, gmax, gsum, self.adam, adam_step)
             active = head = B * len(out.owned)
@@ -100,16 +98,15 @@ class OutputHead:
     def loss(self, h: np.ndarray, y_ptr: np.ndarray, y_idx: np.ndarray) -> np.ndarray:
         """(B,) exact full-softmax cross-entropy of every sample, no update (evaluation)."""
         lab_ptr, lab_ids, inv_ylen = self.local_labels(y_ptr, y_idx)
-        B = h.shape[0]
+        _, lmax, lsum, llab = self._full_logits(h, lab_ptr, lab_ids, inv_ylen)
+        return self._softmax_stats(None, lmax, lsum, llab, y_ptr, y_idx, inv_ylen)[2]
+
+    def _full_logits(self, h, lab_ptr, lab_ids, inv_ylen):
+        """Every owned neuron's logits (B, local neurons) and this rank's (max, sum exp, label logits) per sample."""
         z = self.layer.full_logits(h)
-        lmax, lsum, llab = (np.empty(B, dtype=np.float32) for _ in range(3))
+        lmax, lsum, llab = (np.empty(h.shape[0], dtype=np.float32) for _ in range(3))
         full_softmax_stats(z, lab_ptr, lab_ids, inv_ylen, lmax, lsum, llab)
-        gmax = self.comm.allreduce(lmax, "max")
-        with np.errstate(invalid="ignore", over="ignore"):
-            scaled = np.where(lsum > 0, lsum * np.exp(lmax - gmax), np.float32(0)).astype(np.float32)
-        gsum, lab = self.comm.allreduce(np.stack([scaled, llab]), "sum")
-        has_labels = (inv_ylen > 0).astype(np.float32)
-        return has_labels * (gmax + np.log(np.maximum(gsum, np.float32(1e-30)))) - lab
+        return z, lmax, lsum, llab
 
     # -- the softmax across ranks -----------------------------------------------------------------------------
 

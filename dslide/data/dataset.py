@@ -38,11 +38,9 @@ class SparseDataset:
         """Dense, padded arrays for frameworks: feature ids (n, max nnz) int64 padded with 0, their values
         (n, max nnz) float32 padded with 0 (so a padded slot adds nothing to an embedding bag), and labels
         (n, max labels) int64 padded with -1."""
-        ids, values = (
-            _pad_rows(self.feat_indptr, self.feat_indices, 0),
-            _pad_rows(self.feat_indptr, self.feat_values, 0),
-        )
-        return ids.astype(np.int64), values.astype(np.float32), _pad_rows(self.label_indptr, self.label_indices, -1)
+        ids, values = _pad_rows(self.feat_indptr, (self.feat_indices, 0), (self.feat_values, 0))
+        (labels,) = _pad_rows(self.label_indptr, (self.label_indices, -1))
+        return ids, values, labels
 
     def mean_sq_norm(self) -> float:
         """Mean over points of sum(x^2): the effective fan-in of a sparse input layer (1.0 for no points)."""
@@ -72,13 +70,17 @@ def _gather_rows(indptr, indices, rows, values):
     return (new_indptr, indices[take]), (values[take] if values is not None else None)
 
 
-def _pad_rows(indptr: np.ndarray, data: np.ndarray, fill: int) -> np.ndarray:
-    """(n, max row length) array of each CSR row's entries, padded with fill (int64 unless data is float)."""
+def _pad_rows(indptr: np.ndarray, *columns: tuple[np.ndarray, int]) -> list[np.ndarray]:
+    """For each (data, fill): an (n, max row length) array of each CSR row's entries padded with fill (float32 for
+    float data, else int64). The rows share indptr, so the entries' positions are computed once."""
     lengths = np.diff(indptr)
-    n, width = len(lengths), int(lengths.max(initial=0))
-    dtype = np.float32 if np.issubdtype(data.dtype, np.floating) else np.int64
-    out = np.full((n, max(width, 1)), fill, dtype=dtype)
+    n, width = len(lengths), max(int(lengths.max(initial=0)), 1)
     rows = np.repeat(np.arange(n), lengths)
-    cols = np.arange(len(data)) - np.repeat(indptr[:-1], lengths)
-    out[rows, cols] = data[: indptr[-1]]
+    cols = np.arange(indptr[-1]) - np.repeat(indptr[:-1], lengths)
+    out = []
+    for data, fill in columns:
+        dtype = np.float32 if np.issubdtype(data.dtype, np.floating) else np.int64
+        padded = np.full((n, width), fill, dtype=dtype)
+        padded[rows, cols] = data[: indptr[-1]]
+        out.append(padded)
     return out
