@@ -14,11 +14,11 @@ from dslide.config import SamplingConfig  # noqa: E402
 from tests.dslide.frameworks import (  # noqa: E402
     IN_DIM,
     NUM_LABELS,
+    assert_example_learns,
     assert_two_ranks_equal_one,
     batch,
     layer_options,
     load_example,
-    popularity_p_at_1,
     reference,
 )
 
@@ -111,16 +111,7 @@ def test_two_ranks_train_like_one_rank(tmp_path):
 
 @pytest.mark.slow
 def test_example_learns_beyond_label_popularity_at_one_percent_active():
-    from tests.dslide.test_learning import amazon_like
-
-    _, train_ds, test_ds = amazon_like()
-    # dslide train's learning test setting: 200 of 20,000 outputs active (1%)
-    sampling = SamplingConfig("lsh", min_active=200, pad_threshold=200, tail=80, frequent=50)
-    records = load_example("keras_xc").fit(train_ds, test_ds, epochs=2, hidden=64, sampling=sampling)
-    popularity = popularity_p_at_1(train_ds, test_ds)  # ~0.24
-    assert records[-1]["active_per_sample"] <= 0.0105 * train_ds.num_labels
-    for r in records:  # a model that learned nothing from the features scores the popularity
-        assert r["p@1"] >= popularity + 0.15 * r["epoch"], records
+    assert_example_learns("keras")
 
 
 def test_lazy_adam_updates_only_the_rows_of_the_batch_as_adam_would():
