@@ -62,8 +62,22 @@ def _hidden(_ctx, _param, value: str) -> tuple[int, ...]:
     show_default=True,
     help="lsh: SLIDE; uniform: labels + uniform negatives (no tables); dense: the full softmax.",
 )
-@click.option("--hash", "family", type=click.Choice(["dwta", "srp", "wta"]), default="dwta", show_default=True)
+@click.option(
+    "--hash",
+    "family",
+    type=click.Choice(["dwta", "srp", "wta", "learned"]),
+    default="dwta",
+    show_default=True,
+    help="learned: sign bits of projections fitted during training (docs/lsh.md); give it --bits 12 to 14.",
+)
 @click.option("--bits", "bits", type=click.IntRange(1, 16), default=5, show_default=True, help="K: hashes per table.")
+@click.option(
+    "--learned-bits",
+    type=click.IntRange(1, 1024),
+    default=128,
+    show_default=True,
+    help="--hash learned: sign bits per vector that each table samples K of.",
+)
 @click.option("--tables", type=click.IntRange(min=1), default=50, show_default=True, help="L: hash tables.")
 @click.option(
     "--range-pow", type=click.IntRange(1, 30), default=18, show_default=True, help="R: 2**R buckets per table."
@@ -85,6 +99,13 @@ def _hidden(_ctx, _param, value: str) -> tuple[int, ...]:
     default=3000,
     show_default=True,
     help="Active neurons kept with --strategy topk.",
+)
+@click.option(
+    "--min-hits",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Keep only neurons found in at least this many of the L buckets (per-input sparsity; 1: the union).",
 )
 @click.option(
     "--min-active",
@@ -280,11 +301,13 @@ def _train(comm, train_path, test_path, dataset, data_dir, out_dir, preset, **o)
             bucket_capacity=o["bucket_capacity"],
             insertion=o["insertion"],
             code_layout=o["code_layout"],
+            learned_bits=o["learned_bits"],
         ),
         sampling=SamplingConfig(
             mode=o["sampling"],
             strategy=o["strategy"],
             topk=o["topk"],
+            min_hits=o["min_hits"],
             min_active=o["min_active"],
             pad_threshold=o["pad_threshold"],
             tail=o["tail"],

@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-HashFamilyName = Literal["srp", "wta", "dwta"]
+HashFamilyName = Literal["srp", "wta", "dwta", "learned"]
 
 
 @dataclass
@@ -18,6 +18,7 @@ class LSHConfig:
     num_tables: int = 50  # L
     range_pow: int = 18  # R: buckets per table = 2**R
     bin_size: int = 8  # WTA/DWTA: coordinates compared per hash (log2(bin_size) bits each)
+    learned_bits: int = 128  # learned: sign bits per vector that the tables sample K of (dslide/lsh/learned.py)
     srp_density: float = 1 / 3  # SimHash: fraction of nonzero +-1 entries per projection
     bucket_capacity: int = 128  # neurons kept per bucket; extra ones evicted FIFO or by reservoir
     insertion: Literal["fifo", "reservoir"] = "fifo"
@@ -32,6 +33,8 @@ class SamplingConfig:
     # dense: every neuron is active (the full softmax)
     strategy: Literal["vanilla", "topk"] = "vanilla"  # vanilla: union of the L buckets
     topk: int = 3000  # strategy=topk: keep the k neurons seen in most buckets
+    min_hits: int = 1  # keep only neurons found in at least this many of the L buckets: the number active then
+    # depends on the input (how strongly its buckets agree), not on a fixed count; 1 = the whole union
     min_active: int = 1000  # pad with uniform neurons up to this many ...
     pad_threshold: int = 1500  # ... when fewer than this came back from the tables
     tail: int = 200  # and always add this many uniform neurons (per sample, over all ranks): without them the

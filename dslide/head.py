@@ -146,14 +146,21 @@ class OutputHead:
     # -- inference ------------------------------------------------------------------------------------------
 
     def topk(
-        self, h: np.ndarray, k: int, mode: str = "exact", step: int = 0, everyone: bool = False
+        self,
+        h: np.ndarray,
+        k: int,
+        mode: str = "exact",
+        step: int = 0,
+        everyone: bool = False,
+        exclude: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray] | None:
         """Global top-k (scores, label ids) per sample: each rank's local top-k, then a P x k gather to rank 0
-        (None elsewhere), or to every rank with everyone=True. mode "lsh": among the retrieved neurons only."""
+        (None elsewhere), or to every rank with everyone=True. mode "lsh": among the retrieved neurons only.
+        exclude: this rank's local neuron ids to leave out (exact mode)."""
         if mode == "lsh" and self.layer.tables is not None:
             scores, ids = self.layer.sampled_topk(h, k, step)
         else:
-            scores, ids = self.layer.exact_topk(h, k)
+            scores, ids = self.layer.exact_topk(h, k, exclude=exclude)
         if scores.shape[1] < k:  # a rank with fewer than k neurons pads with -inf
             pad = k - scores.shape[1]
             scores = np.pad(scores, ((0, 0), (0, pad)), constant_values=-np.inf)
@@ -171,26 +178,30 @@ class OutputHead:
 
     def retrieval_recall(self, h: np.ndarray, ks: tuple[int, ...] = (1, 5, 100), step: int = 0) -> dict[str, float]:
         """Share of the full output layer's exact top-k logits that the tables retrieve (no labels, no padding),
-        mean over the batch, for each k; and what the tables retrieve per sample. Every rank gets the numbers."""
-        K = max(ks)
-        _, top = self.topk(h, K, everyone=True)
+        mean over the batch, for each k; and what the tables retrieve per sample. Every rank gets the numbers.
+
+        recall_tail_top{1,5}: the same for the top logits among the neurons the tables must find, the frequent
+        neurons (active for every sample anyway) left out; with a label prior those fill most of the top-5."""
         B = h.shape[0]
-        retrieved = np.zeros(B, dtype=np.int64)
-        hit = np.zeros(top.shape, dtype=np.int64)
+        no_labels = np.zeros(B + 1, dtype=np.int64)
+        act = None
         if self.layer.tables is not None:
-            no_labels = np.zeros(B + 1, dtype=np.int64)
             act = self.layer.sampler.select(h, no_labels, np.zeros(0, np.int32), step, pad=False, record=False)
-            n = np.int64(len(self.owned))
-            have = np.repeat(np.arange(B, dtype=np.int64), np.diff(act.ptr)) * n + act.ids
-            local = self.g2l[np.maximum(top, 0)]
-            mine = (top >= 0) & (local >= 0)
-            query = np.arange(B, dtype=np.int64)[:, None] * n + local
-            hit = (mine & np.isin(query, have)).astype(np.int64)
-            retrieved = np.diff(act.ptr)
-        sums = self.comm.allreduce(np.concatenate([hit.ravel(), retrieved]))
-        hit, retrieved = sums[: hit.size].reshape(hit.shape), sums[hit.size :]
-        out = {f"recall_top{k}": float(hit[:, :k].mean()) for k in ks}
-        out["probe_retrieved_mean"] = float(retrieved.mean())
+        out: dict[str, float] = {}
+        for prefix, kk, exclude in (("recall_top", ks, None), ("recall_tail_top", (1, 5), self.layer.sampler.frequent)):
+            _, top = self.topk(h, max(kk), everyone=True, exclude=exclude)
+            hit = np.zeros(top.shape, dtype=np.int64)
+            if act is not None:
+                n = np.int64(len(self.owned))
+                have = np.repeat(np.arange(B, dtype=np.int64), np.diff(act.ptr)) * n + act.ids
+                local = self.g2l[np.maximum(top, 0)]
+                mine = (top >= 0) & (local >= 0)
+                query = np.arange(B, dtype=np.int64)[:, None] * n + local
+                hit = (mine & np.isin(query, have)).astype(np.int64)
+            hit = self.comm.allreduce(hit.ravel()).reshape(hit.shape)
+            out.update({f"{prefix}{k}": float(hit[:, :k].mean()) for k in kk})
+        retrieved = np.diff(act.ptr) if act is not None else np.zeros(B, dtype=np.int64)
+        out["probe_retrieved_mean"] = float(self.comm.allreduce(retrieved.astype(np.int64)).mean())
         return out
 
     # -- checkpoints ----------------------------------------------------------------------------------------

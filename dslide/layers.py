@@ -20,8 +20,8 @@ from dslide.kernels.adam import adam_dense, adam_rows, group_by_row
 from dslide.kernels.full_softmax import full_softmax_deltas
 from dslide.kernels.sampled_output import output_backward_update, output_logits, softmax_stats
 from dslide.kernels.sparse_input import sparse_input_forward
-from dslide.kernels.topk import merge_topk, sparse_topk
-from dslide.sampler import ActiveSet, OutputSampler
+from dslide.kernels.topk import sparse_topk
+from dslide.sampler import ActiveSet, OutputSampler, top_logits
 
 
 @dataclass
@@ -211,7 +211,7 @@ class SampledOutputLayer:
         return self.sampler.tables
 
     def maybe_refresh(self, step: int) -> None:
-        self.sampler.maybe_refresh(step, self.params.W)
+        self.sampler.maybe_refresh(step, self.params.W, self.bias.b)
 
     def select(self, h: np.ndarray, lab_ptr: np.ndarray, lab_ids: np.ndarray, step: int) -> ActiveSet:
         return self.sampler.select(h, lab_ptr, lab_ids, step, all_rows=self.sampling_all_rows)
@@ -311,16 +311,10 @@ class SampledOutputLayer:
 
     # -- inference ----------------------------------------------------------------------------------------
 
-    def exact_topk(self, h: np.ndarray, k: int, chunk: int = 32768) -> tuple[np.ndarray, np.ndarray]:
-        """Best k (scores, global ids) of this rank's neurons for every row of h, by full matrix products."""
-        B = h.shape[0]
-        k = min(k, len(self.owned))
-        scores = np.full((B, k), -np.inf, dtype=np.float32)
-        ids = np.full((B, k), -1, dtype=np.int64)
-        W, b = self.params.W, self.bias.b
-        for start in range(0, len(self.owned), chunk):
-            block = h @ W[start : start + chunk].T + b[start : start + chunk]
-            merge_topk(scores, ids, np.ascontiguousarray(block, dtype=np.float32), start)
+    def exact_topk(self, h: np.ndarray, k: int, exclude: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Best k (scores, global ids) of this rank's neurons for every row of h, by full matrix products;
+        exclude: local neuron ids to leave out."""
+        scores, ids = top_logits(h, self.params.W, self.bias.b, k, exclude)
         return scores, np.where(ids >= 0, self.owned[np.maximum(ids, 0)], -1)
 
     def sampled_topk(self, h: np.ndarray, k: int, step: int) -> tuple[np.ndarray, np.ndarray]:

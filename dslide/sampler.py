@@ -21,8 +21,15 @@ import numpy as np
 from dslide.config import LSHConfig, SamplingConfig, ScheduleConfig
 from dslide.kernels.adam import group_by_row
 from dslide.kernels.sampling import active_upper_bounds, compact, select_active
+from dslide.kernels.topk import merge_topk
 
 STATS_SAMPLES_PER_STEP = 16  # per-sample retrieval counts kept for quantiles: the first 16 samples of a batch
+# A learned hash family (dslide/lsh/learned.py) is fitted on the latest FIT_QUERIES training inputs (the first
+# QUERIES_PER_STEP of every batch) paired with the FIT_POSITIVES neurons of this rank that give each the largest
+# logits, the always-active frequent neurons left out: those are the neurons the tables must find.
+FIT_QUERIES = 256
+QUERIES_PER_STEP = 8
+FIT_POSITIVES = 5
 
 
 @dataclass
@@ -53,9 +60,12 @@ class SamplingStats:
     padding: int = 0  # ... that were uniform padding
     retrieved_sample: list[np.ndarray] = field(default_factory=list)  # labels + retrieved of the first samples
     # (SLIDE's counter: the frequent neurons are left out, so the figure is what the tables return)
+    active_sample: list[np.ndarray] = field(default_factory=list)  # active neurons of the same samples
     rebuilds: int = 0
     rebuild_seconds: float = 0.0
     drift_seconds: float = 0.0  # spent measuring the weights' drift (trigger "drift")
+    fits: int = 0  # fits of a learned hash family
+    fit_seconds: float = 0.0  # spent on them (finding the positives included; the rebuild after is not)
     buckets: dict[str, float] = field(default_factory=dict)  # occupancy after the latest rebuild
 
     def add(self, head: np.ndarray, fixed: np.ndarray, n_lab: np.ndarray, count: np.ndarray) -> None:
@@ -66,6 +76,7 @@ class SamplingStats:
         self.padding += int((count - head).sum())
         retrieved = head - fixed + n_lab
         self.retrieved_sample.append(retrieved[:STATS_SAMPLES_PER_STEP].astype(np.int32))
+        self.active_sample.append(count[:STATS_SAMPLES_PER_STEP].astype(np.int32))
 
 
 def bucket_occupancy(offsets: np.ndarray, num_neurons: int, capacity: int) -> dict[str, float]:
@@ -112,6 +123,8 @@ class OutputSampler:
         self.marks = np.zeros((numba.get_num_threads(), n), dtype=np.int32)
         self.slot = np.full(n, -1, dtype=np.int32)
         self.frequent = np.zeros(0, dtype=np.int32)
+        self.queries = np.zeros((FIT_QUERIES, in_dim), dtype=np.float32)  # ring buffer for a learned family
+        self.queries_seen = 0
 
     def set_frequent(self, label_counts: np.ndarray, owned: np.ndarray) -> None:
         """The cfg.frequent commonest labels over all ranks (ties by id); this rank keeps those it owns."""
@@ -125,6 +138,10 @@ class OutputSampler:
     @property
     def uses_tables(self) -> bool:
         return self.cfg.mode == "lsh"
+
+    @property
+    def learns_hashes(self) -> bool:
+        return self.family is not None and hasattr(self.family, "fit")
 
     def init_tables(self, weights: np.ndarray) -> None:
         """Hash functions and the first tables, from the initial weights (LSH mode only)."""
@@ -149,8 +166,12 @@ class OutputSampler:
     # -- tables ----------------------------------------------------------------------------------------
 
     def rebuild(self, weights: np.ndarray) -> None:
-        """Re-hash every neuron's weight vector into fresh tables."""
+        """Re-hash every neuron's weight vector into fresh tables (a fitted learned family's bit thresholds are
+        first re-centred on the current weights and inputs, so buckets stay balanced as the weights move)."""
         t0 = time.perf_counter()
+        if self.learns_hashes and self.family.fits > 0 and self.queries_seen > 0:
+            stride = max(1, len(weights) // 16384)
+            self.family.set_thresholds(self.queries[: min(self.queries_seen, FIT_QUERIES)], weights[::stride])
         self.tables.rebuild(self.family, weights, self.hash_seed + self.redraws)
         self.stats.rebuild_seconds += time.perf_counter() - t0
         self.stats.rebuilds += 1
@@ -158,12 +179,16 @@ class OutputSampler:
         if self.drift is not None:
             self.drift.rebuilt(self.family, weights)
 
-    def maybe_refresh(self, step: int, weights: np.ndarray) -> None:
+    def maybe_refresh(self, step: int, weights: np.ndarray, bias: np.ndarray | None = None) -> None:
         """New hash functions every M steps; table rebuilds on SLIDE's schedule (growing intervals) or when the
-        weights have drifted (trigger "drift")."""
+        weights have drifted (trigger "drift"). A learned family is fitted instead of redrawn, and once more at
+        the first rebuild step N0 (its random start is a poor SimHash); bias: this rank's output biases."""
         if self.schedule is None or step == 0:
             return
-        if self.schedule.should_redraw(step):
+        if self.learns_hashes and (step == self.schedule_cfg.rebuild_first or self.schedule.should_redraw(step)):
+            self.fit_family(weights, bias, step)
+            self.rebuild(weights)
+        elif self.schedule.should_redraw(step):
             self.redraws += 1
             self.family.redraw(self.hash_seed + 104_729 * self.redraws)
             self.rebuild(weights)
@@ -176,12 +201,32 @@ class OutputSampler:
         elif self.schedule.should_rebuild(step):
             self.rebuild(weights)
 
+    # -- learned hash functions ------------------------------------------------------------------------
+
+    def _remember(self, h: np.ndarray) -> None:
+        """Keep the first inputs of a training batch in the ring buffer a learned family is fitted on."""
+        for row in h[:QUERIES_PER_STEP]:
+            self.queries[self.queries_seen % FIT_QUERIES] = row
+            self.queries_seen += 1
+
+    def fit_family(self, weights: np.ndarray, bias: np.ndarray | None, step: int) -> None:
+        """Fit the learned family on the buffered inputs and their largest-logit neurons (none: keep it)."""
+        n = min(self.queries_seen, FIT_QUERIES)
+        if n == 0:
+            return
+        t0 = time.perf_counter()
+        queries = self.queries[:n]
+        _, positives = top_logits(queries, weights, bias, FIT_POSITIVES, exclude=self.frequent)
+        self.family.fit(queries, positives, weights, seed=(self.hash_seed * 7919 + step) % (2**63))
+        self.stats.fit_seconds += time.perf_counter() - t0
+        self.stats.fits += 1
+
     # -- selection -------------------------------------------------------------------------------------
 
     def _codes(self, h: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         if self.tables is None:
             return np.zeros((h.shape[0], 0), np.int32), np.zeros((0, 2), np.int32), np.zeros((0, 0), np.int32)
-        return self.family.hash(h), self.tables.offsets, self.tables.ids
+        return self.family.hash_queries(h), self.tables.offsets, self.tables.ids
 
     def select(
         self,
@@ -214,12 +259,15 @@ class OutputSampler:
         seed = (self.hash_seed * 31 + 17) % (2**31)  # differs per rank: ranks pad from independent streams
         select_active(
             codes, offsets, ids, lab_ptr, lab_ids, frequent, self.n, self.cfg.strategy == "topk", self.topk,
-            min_active, pad_threshold, tail, seed, step, buf_ptr, buf, count, head, fixed, self.marks,
+            self.cfg.min_hits, min_active, pad_threshold, tail, seed, step, buf_ptr, buf, count, head, fixed,
+            self.marks,
         )  # fmt: skip
         ptr, act_ids = compact(buf, buf_ptr, count)
         n_lab = np.diff(lab_ptr)
         if record:
             self.stats.add(head, fixed, n_lab, count)
+            if self.learns_hashes:
+                self._remember(h)
         samples = np.repeat(np.arange(len(count), dtype=np.int32), count)
         wt = np.ones(len(act_ids), dtype=np.float32)
         n_pad = count - head
@@ -238,6 +286,9 @@ class OutputSampler:
 
     def state(self, prefix: str) -> dict[str, np.ndarray]:
         out = {f"{prefix}redraws": np.array(self.redraws), f"{prefix}frequent": self.frequent}
+        if self.learns_hashes:
+            out[f"{prefix}fit.queries"] = self.queries
+            out[f"{prefix}fit.queries_seen"] = np.array(self.queries_seen)
         if self.tables is not None:
             out.update({f"{prefix}family.{k}": v for k, v in self.family.state().items()})
             out[f"{prefix}tables.offsets"] = self.tables.offsets
@@ -256,3 +307,31 @@ class OutputSampler:
             self.tables.ids = np.ascontiguousarray(state[f"{prefix}tables.ids"])
         if self.drift is not None:
             self.drift.load_state({k: state[f"{prefix}drift.{k}"] for k in ("reference", "last")})
+        if self.learns_hashes:
+            self.queries = np.ascontiguousarray(state[f"{prefix}fit.queries"], dtype=np.float32)
+            self.queries_seen = int(state[f"{prefix}fit.queries_seen"])
+
+
+def top_logits(
+    h: np.ndarray, weights: np.ndarray, bias: np.ndarray | None, k: int, exclude: np.ndarray | None = None,
+    chunk: int = 32768,
+) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """(scores, rows) float32/int64 (B, k): the rows of weights with the largest logits h @ W.T + bias for each row
+    of h, best first, leaving out the rows in exclude (-inf / -1 where fewer remain); matrix products over chunks
+    of rows."""
+    B = h.shape[0]
+    k = min(k, weights.shape[0])
+    scores = np.full((B, k), -np.inf, dtype=np.float32)
+    ids = np.full((B, k), -1, dtype=np.int64)
+    skip = None
+    if exclude is not None and len(exclude):
+        skip = np.zeros(weights.shape[0], dtype=bool)
+        skip[exclude] = True
+    for start in range(0, weights.shape[0], chunk):
+        block = h @ weights[start : start + chunk].T
+        if bias is not None:
+            block += bias[start : start + chunk]
+        if skip is not None:
+            block[:, skip[start : start + chunk]] = -np.inf
+        merge_topk(scores, ids, np.ascontiguousarray(block, dtype=np.float32), start)
+    return scores, ids

@@ -277,12 +277,17 @@ def _sampling_record(net: Network, comm: Communicator) -> dict[str, Any]:
     heads = np.zeros(0, np.int64)
     if net.output.tables is not None and s.retrieved_sample:  # uniform or dense runs retrieve nothing
         heads = comm.allreduce(np.concatenate(s.retrieved_sample).astype(np.int64))
+    active = comm.allreduce(np.concatenate(s.active_sample).astype(np.int64)) if s.active_sample else heads
     parts = comm.allreduce(np.array([s.labels, s.frequent, s.retrieved, s.padding], dtype=np.int64)).astype(float)
     total = max(parts.sum(), 1.0)
     out: dict[str, Any] = {
         "lsh_retrieved_mean": float(heads.mean()) if len(heads) else None,
         "lsh_retrieved_p50": float(np.percentile(heads, 50)) if len(heads) else None,
         "lsh_retrieved_p95": float(np.percentile(heads, 95)) if len(heads) else None,
+        # per-input active counts (labels, frequent, retrieved, padding) on the same samples
+        "active_p05": float(np.percentile(active, 5)) if len(active) else None,
+        "active_p50": float(np.percentile(active, 50)) if len(active) else None,
+        "active_p95": float(np.percentile(active, 95)) if len(active) else None,
         "label_share": parts[0] / total,
         "frequent_share": parts[1] / total,
         "lsh_share": parts[2] / total,
@@ -290,6 +295,8 @@ def _sampling_record(net: Network, comm: Communicator) -> dict[str, Any]:
         "rebuilds": int(comm.max_scalar(s.rebuilds)),
         "rebuild_time_s": comm.max_scalar(s.rebuild_seconds),
         "drift_check_time_s": comm.max_scalar(s.drift_seconds),
+        "hash_fits": int(comm.max_scalar(s.fits)),
+        "hash_fit_time_s": comm.max_scalar(s.fit_seconds),
     }
     if net.output.sampler.drift is not None:  # the latest drift measured, mean over ranks
         out["lsh_drift"] = comm.sum_scalar(net.output.sampler.drift.last) / comm.size

@@ -10,6 +10,8 @@ Arms (all on one node, the same threads):
 - uniform:  labels + frequent labels + uniform negatives, padded to the defaults' measured active count:
             the control that shows what the hash tables add
 - dense:    the full softmax
+- drift:    the defaults with drift-triggered rebuilds (threshold 0.1): the fastest fixed-hash arm measured
+- learned:  learned hash functions (`--hash learned --bits 14`, dslide/lsh/learned.py), drift-triggered rebuilds
 
 Figures: P@1 and train_seconds are *measured* (clocks; evaluation time excluded); the target is 90% of the
 best epoch-end P@1 any arm reached, and an arm's time to it is the first held-out evaluation at or above it
@@ -34,6 +36,8 @@ ARMS: dict[str, list[str]] = {
     "slide": ["--preset", "slide"],
     "uniform": ["--sampling", "uniform"],  # + --min-active/--pad-threshold from the defaults' run
     "dense": ["--sampling", "dense"],
+    "drift": ["--rebuild-trigger", "drift", "--drift-threshold", "0.1"],
+    "learned": ["--hash", "learned", "--bits", "14", "--rebuild-trigger", "drift", "--drift-threshold", "0.1"],
 }
 EVALS_PER_EPOCH = 4
 TARGET_SHARE = 0.9
@@ -73,6 +77,8 @@ KEEP = (
     "p@1", "p@5", "popularity_p@1", "top1_concentration", "loss", "samples_per_s", "avg_active",
     "lsh_retrieved_p50", "lsh_retrieved_p95", "recall_top1", "recall_top5", "recall_top100",
     "label_share", "frequent_share", "lsh_share", "padding_share", "rebuilds", "rebuild_time_s", "test_points",
+    "recall_tail_top1", "recall_tail_top5", "probe_retrieved_mean", "active_p05", "active_p50", "active_p95",
+    "hash_fits", "hash_fit_time_s", "epoch_time_s",
 )  # fmt: skip
 
 

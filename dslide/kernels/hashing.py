@@ -1,4 +1,5 @@
-"""LSH kernels: signed random projections (SimHash), winner-take-all (WTA) and densified WTA (DWTA).
+"""LSH kernels: signed random projections (SimHash), winner-take-all (WTA), densified WTA (DWTA) and the bit
+sampling of learned sign bits.
 
 Rows are hashed in blocks of ROW_BLOCK (one block per parallel work item). A block is first transposed to
 (dim, rows), so every comparison or addition runs across the block's rows with unit stride: LLVM turns that
@@ -227,3 +228,27 @@ def wta_hash(
         if densified:
             densify_block(winners, probe_key, np.empty(H, dtype=np.int32), np.empty(H, dtype=np.int32))
         block_codes(winners, K, bits, slide_layout, range_pow, fold_mul, fold_add, code, out, r0)
+
+
+# -- learned sign bits, sampled into tables ------------------------------------------------------------------
+
+
+@numba.njit(parallel=True, cache=True)
+def sampled_bit_codes(
+    proj: np.ndarray,  # float32 (n, m) projections of the rows
+    thresholds: np.ndarray,  # float32 (m,) bit j is proj[:, j] > thresholds[j]
+    select: np.ndarray,  # int32 (L, K) the bits each table reads, first in the high bits
+    out: np.ndarray,  # int32 (n, L)
+) -> None:
+    n, m = proj.shape
+    L, K = select.shape
+    for blk in numba.prange((n + ROW_BLOCK - 1) // ROW_BLOCK):
+        bits = np.empty(m, dtype=np.int32)  # one row's m bits, so the L * K lookups stay in cache
+        for r in range(blk * ROW_BLOCK, min(n, (blk + 1) * ROW_BLOCK)):
+            for j in range(m):
+                bits[j] = 1 if proj[r, j] > thresholds[j] else 0
+            for t in range(L):
+                code = 0
+                for k in range(K):
+                    code = (code << 1) | bits[select[t, k]]
+                out[r, t] = code

@@ -45,7 +45,8 @@ def select_active(
     frequent: np.ndarray,  # int32: neurons active for every sample after its labels (the commonest labels)
     n_neurons: int,
     use_topk: bool,
-    topk: int,
+    topk: int,  # use_topk: keep the topk neurons seen in most buckets
+    min_hits: int,  # keep only neurons seen in at least this many of the L buckets (1: the whole union)
     min_active: int,  # pad with uniform neurons up to this many ...
     pad_threshold: int,  # ... when the head (labels + frequent + retrieved) is smaller
     tail: int,  # and always add at least this many uniform neurons (the tail estimate of the normaliser)
@@ -90,6 +91,16 @@ def select_active(
                         n += 1
                     if mark[j] >= 0:
                         mark[j] += 1
+            if min_hits > 1:  # per-input sparsity: how many pass depends on how strongly the buckets agree
+                kept = n_fixed
+                for i in range(n_fixed, n):
+                    j = buf[base + i]
+                    if mark[j] >= min_hits:
+                        buf[base + kept] = j
+                        kept += 1
+                    else:
+                        mark[j] = 0
+                n = kept
             if use_topk and n - n_fixed > topk:
                 cand = buf[base + n_fixed : base + n]
                 freq = np.empty(len(cand), dtype=np.int64)

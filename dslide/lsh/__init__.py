@@ -1,7 +1,7 @@
 """Locality-sensitive hashing: one module per hash family, plus the tables and their rebuild schedule.
 
-The tables (tables.py) only ever see int32 codes, so a new family (e.g. a learned, data-dependent one)
-needs just the HashFamily protocol (family.py) and a branch in make_family.
+The tables (tables.py) only ever see int32 codes, so a new family needs just the HashFamily protocol
+(family.py) and a branch in make_family. learned.py is data-dependent: the sampler fits it (dslide/sampler.py).
 """
 
 from __future__ import annotations
@@ -9,14 +9,15 @@ from __future__ import annotations
 from dslide.config import LSHConfig
 from dslide.lsh.dwta import DWTA
 from dslide.lsh.family import HashFamily
+from dslide.lsh.learned import LearnedHash
 from dslide.lsh.srp import SimHash
 from dslide.lsh.wta import WTA
 
-__all__ = ["DWTA", "WTA", "HashFamily", "SimHash", "make_family"]
+__all__ = ["DWTA", "WTA", "HashFamily", "LearnedHash", "SimHash", "make_family"]
 
 
 def make_family(cfg: LSHConfig, dim: int, seed: int) -> HashFamily:
-    """The hash family cfg.family ("srp", "wta" or "dwta") for dim-dimensional vectors."""
+    """The hash family cfg.family ("srp", "wta", "dwta" or "learned") for dim-dimensional vectors."""
     K, L, R = cfg.bits_per_table, cfg.num_tables, cfg.range_pow
     if cfg.family == "srp":
         return SimHash(dim, K, L, R, density=cfg.srp_density, seed=seed)
@@ -25,4 +26,6 @@ def make_family(cfg: LSHConfig, dim: int, seed: int) -> HashFamily:
         return WTA(dim, K, L, R, bin_size=cfg.bin_size, seed=seed, slide_layout=slide)
     if cfg.family == "dwta":
         return DWTA(dim, K, L, R, bin_size=cfg.bin_size, seed=seed, slide_layout=slide)
-    raise ValueError(f"unknown hash family {cfg.family!r} (expected 'srp', 'wta' or 'dwta')")
+    if cfg.family == "learned":
+        return LearnedHash(dim, K, L, R, num_bits=cfg.learned_bits, seed=seed)
+    raise ValueError(f"unknown hash family {cfg.family!r} (expected 'srp', 'wta', 'dwta' or 'learned')")

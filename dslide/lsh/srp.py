@@ -46,6 +46,9 @@ class SimHash:
         )
         return out
 
+    def hash_queries(self, x: np.ndarray) -> np.ndarray:
+        return self.hash(x)  # symmetric: inputs and neurons share the functions
+
     def state(self) -> dict[str, np.ndarray]:
         return {
             "proj_idx": self.proj_idx,

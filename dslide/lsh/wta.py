@@ -62,6 +62,9 @@ class WTA:
             self._hash_into(x[:repeat], out[:repeat])
         return out
 
+    def hash_queries(self, x: np.ndarray) -> np.ndarray:
+        return self.hash(x)  # symmetric: inputs and neurons share the functions
+
     def _hash_into(self, x: np.ndarray, out: np.ndarray) -> None:
         wta_hash(
             x,
