@@ -30,6 +30,7 @@ STATS_SAMPLES_PER_STEP = 16  # per-sample retrieval counts kept for quantiles: t
 FIT_QUERIES = 256
 QUERIES_PER_STEP = 8
 FIT_POSITIVES = 5
+FIRST_FIT_ITERS, REFIT_ITERS = 200, 50
 
 
 @dataclass
@@ -217,7 +218,8 @@ class OutputSampler:
         t0 = time.perf_counter()
         queries = self.queries[:n]
         _, positives = top_logits(queries, weights, bias, FIT_POSITIVES, exclude=self.frequent)
-        self.family.fit(queries, positives, weights, seed=(self.hash_seed * 7919 + step) % (2**63))
+        iters = FIRST_FIT_ITERS if self.family.fits == 0 else REFIT_ITERS  # later fits start from the last one
+        self.family.fit(queries, positives, weights, seed=(self.hash_seed * 7919 + step) % (2**63), iters=iters)
         self.stats.fit_seconds += time.perf_counter() - t0
         self.stats.fits += 1
 

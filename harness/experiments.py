@@ -23,6 +23,10 @@ from dataclasses import dataclass
 from harness.rates import parse_rate
 
 PROFILES = ("quick", "default", "paper", "text8")
+# D-SLIDE with learned hash functions (dslide/lsh/learned.py): one extra line in the time-to-accuracy figure
+# (the learned-refit arm of results/learned-hash: refits every 200 steps, drift-triggered rebuilds in between)
+LEARNED_HASH_ARGS = ("--hash", "learned", "--bits", "14", "--rebuild-trigger", "drift", "--drift-threshold", "0.2",
+                     "--redraw-every", "200")  # fmt: skip
 BATCH = 128  # the global batch of every system (Horovod: BATCH / nodes per process, or BATCH per process)
 # Horovod's and dense TF's steps take seconds to minutes here: they run this many steps and are extrapolated
 # (D-SLIDE always runs whole epochs, table rebuilds included).
@@ -194,6 +198,7 @@ BASE: tuple[Experiment, ...] = (
         dataset=_AMAZON_SMALL,
         arms=(
             Arm("dslide", "dslide"),
+            Arm("dslide-learned", "dslide", args=LEARNED_HASH_ARGS),
             # Horovod's P@1 after each epoch: a step of Horovod on P processes equals one step of the dense model
             # on the global batch (tests/baselines/test_horovod.py), so one process of dense TF gives it; the
             # time per step comes from RQ3's Horovod points at the same rate (report: time to accuracy).
@@ -290,6 +295,7 @@ _DEFAULT: dict[str, dict] = {
         epochs=3,
         arms=(
             Arm("dslide", "dslide"),
+            Arm("dslide-learned", "dslide", args=LEARNED_HASH_ARGS),
             Arm("tf-dense", "tf-dense", cores_per_node=2),
             Arm("tf-dense-b256", "tf-dense", cores_per_node=2, batch_per_process=2 * BATCH),  # horovod-b128's 2 nodes
         ),
@@ -339,7 +345,11 @@ _PAPER: dict[str, dict] = {
         epochs=5,
         eval_points=None,
         ratio_rates=(),
-        arms=(Arm("dslide", "dslide"), Arm("tf-dense", "tf-dense", cores_per_node=16)),
+        arms=(
+            Arm("dslide", "dslide"),
+            Arm("dslide-learned", "dslide", args=LEARNED_HASH_ARGS),
+            Arm("tf-dense", "tf-dense", cores_per_node=16),
+        ),
     ),  # fmt: skip
     "rq4": dict(dataset="amazon-670k", cores_per_node=16, epochs=5, eval_points=None),
     "rq4-amazon": dict(

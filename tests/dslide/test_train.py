@@ -74,10 +74,15 @@ def test_train_writes_the_metrics_contract_and_learns(files, tmp_path):
     assert 20 <= lines[-1]["avg_active"] <= 120
 
 
-@pytest.mark.parametrize("trigger", ["fixed", "drift"])
+LEARNED = ("--hash", "learned", "--bits", "4", "--learned-bits", "16", "--redraw-every", "7")
+
+
+@pytest.mark.parametrize("trigger", ["fixed", "drift", "learned"])
 def test_resume_gives_the_same_result_as_an_uninterrupted_run(files, tmp_path, trigger):
+    """With "learned", the hash functions are fitted at step 5 and every 7 steps (the fit's input buffer is
+    checkpointed)."""
     whole, parts = tmp_path / "whole", tmp_path / "parts"
-    rebuilds = ("--rebuild-trigger", trigger, "--drift-threshold", "0.02")
+    rebuilds = LEARNED if trigger == "learned" else ("--rebuild-trigger", trigger, "--drift-threshold", "0.02")
     subprocess.run(train_cmd(files, whole, "--epochs", "2", *rebuilds), check=True, env=env(), timeout=600)
     # Stop mid-epoch (SIGKILL after a checkpoint exists), then resume to the end.
     proc = subprocess.Popen(train_cmd(files, parts, "--epochs", "2", "--checkpoint-every", "3", *rebuilds), env=env())
@@ -95,6 +100,7 @@ def test_resume_gives_the_same_result_as_an_uninterrupted_run(files, tmp_path, t
     assert [m["p@1"] for m in ma] == [m["p@1"] for m in mb]
     assert [m["loss"] for m in ma] == pytest.approx([m["loss"] for m in mb], rel=1e-6)
     assert ("lsh_drift" in ma[-1]) == (trigger == "drift")
+    assert (ma[0]["hash_fits"] + ma[1]["hash_fits"] >= 2) == (trigger == "learned")
 
 
 @pytest.mark.mpi
@@ -105,6 +111,22 @@ def test_two_ranks_write_mpi_fields(files, tmp_path):
     (m,) = read_metrics(out)
     assert m["ranks"] == 2 and m["bytes_sent"] > 0 and m["bytes_sent"] == m["bytes_received"]
     assert m["comm_time_s"] > 0 and m["p@1"] > 5 * (1 / 120)
+
+
+@pytest.mark.mpi
+def test_each_rank_fits_its_own_learned_hashes_without_extra_communication(files, tmp_path):
+    runs = {}
+    for name, extra in (("srp", ()), ("learned", LEARNED)):
+        out = tmp_path / name
+        cmd = [mpiexec(), "-n", "2", *train_cmd(files, out, "--epochs", "2", "--redraw-every", "7", *extra)]
+        subprocess.run(cmd, check=True, env=env(), timeout=600)
+        runs[name] = read_metrics(out)
+    # 19 steps per epoch: fits at step 5 (the first rebuild) and every 7 steps (7, 14, ..., 35), on every rank
+    assert [m["hash_fits"] for m in runs["learned"]] == [3, 3] and sum(m["hash_fits"] for m in runs["srp"]) == 0
+    # every message has the same size whatever the hash family: fitting sends nothing
+    assert [m["bytes_sent"] for m in runs["learned"]] == [m["bytes_sent"] for m in runs["srp"]]
+    with np.load(next((tmp_path / "learned" / "checkpoint").glob("*/rank1-*.npz"))) as f:
+        assert int(f["output.family.fits"]) == 6 and int(f["output.fit.queries_seen"]) > 0
 
 
 @pytest.mark.mpi

@@ -49,3 +49,15 @@ def test_speedup_at_equal_accuracy_divides_the_times_to_the_target():
     (c,) = comparisons(measured_with((0.5, 0.6, 0.66), (0.55, 0.66, 0.70), horovod_step_s=4.0))
     assert c.dslide_s == 30.0  # 0.66 >= 0.63 at the third epoch's end
     assert c.horovod == [("Horovod (64 per process)", 2 * 157 * 4.0, 2 * 157 * 4.0 / 30.0)]
+
+
+def test_the_learned_hash_line_is_a_curve_of_its_own_but_not_part_of_the_target():
+    measured = measured_with((0.5, 0.6, 0.66), (0.55, 0.66, 0.70), horovod_step_s=4.0)
+    for p in points(lambda p: p.experiment == "tta" and p.arm == "dslide-learned" and p.bandwidth == "1gbit"):
+        assert "--hash" in p.args and p.args[p.args.index("--hash") + 1] == "learned"
+        epochs = [{"steps": 157, "epoch_time_s": 12.0, "p@1": v, "avg_active": 3351.0} for v in (0.7, 0.8, 0.9)]
+        measured.append(Measured(p, [fixture_record(p, 0.1, 0.1, "l", epochs=epochs)], []))
+    found = {c.name: c for c in curves(measured, 2, "1gbit")}
+    assert found["D-SLIDE, learned hashes"].seconds == (12.0, 24.0, 36.0)
+    (c,) = comparisons(measured)
+    assert c.target == 0.9 * 0.70  # its 0.9 would have made the target 0.81

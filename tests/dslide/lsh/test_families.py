@@ -1,4 +1,5 @@
-"""Properties every hash family must have, checked on SimHash, WTA and DWTA through make_family."""
+"""Properties every hash family must have, checked on SimHash, WTA, DWTA and the (unfitted) learned family through
+make_family."""
 
 from __future__ import annotations
 
@@ -7,10 +8,10 @@ import numpy as np
 import pytest
 
 from dslide.config import LSHConfig
-from dslide.lsh import DWTA, WTA, HashFamily, SimHash, make_family
+from dslide.lsh import DWTA, WTA, HashFamily, LearnedHash, SimHash, make_family
 from dslide.lsh.tables import LSHTables
 
-FAMILIES = ["srp", "wta", "dwta"]
+FAMILIES = ["srp", "wta", "dwta", "learned"]
 
 
 def family(name: str, dim: int = 48, K: int = 3, L: int = 20, R: int = 9, seed: int = 0) -> HashFamily:
@@ -35,6 +36,7 @@ def test_make_family_builds_the_configured_class() -> None:
     assert isinstance(family("srp"), SimHash)
     assert type(family("wta")) is WTA
     assert isinstance(family("dwta"), DWTA)
+    assert isinstance(family("learned"), LearnedHash)
     assert all(isinstance(family(f), HashFamily) for f in FAMILIES)
     with pytest.raises(ValueError, match="unknown hash family"):
         make_family(LSHConfig(family="doph"), 8, 0)  # type: ignore[arg-type]
@@ -64,7 +66,7 @@ def test_codes_in_range(name: str, K: int, R: int) -> None:
     fam = family(name, K=K, R=R)
     codes = fam.hash(data(name, np.random.default_rng(2), 3000, 48))
     assert codes.dtype == np.int32 and codes.shape == (3000, 20) and codes.flags.c_contiguous
-    code_bits = K * (1 if name == "srp" else 3)
+    code_bits = K * (1 if name in ("srp", "learned") else 3)
     assert codes.min() >= 0 and codes.max() < 2 ** min(R, code_bits)
     assert len(np.unique(codes)) > 0.5 * min(2**R, 2**code_bits)  # the range is actually used
 
