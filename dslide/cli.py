@@ -386,5 +386,35 @@ def inspect(run_dir, train_path, dataset, data_dir, points, as_json) -> None:
         click.echo(f"{key:24s} {value:,.4f}" if isinstance(value, float) else f"{key:24s} {value}")
 
 
+@lsh.command()
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
+@click.option("--train", "train_path", type=click.Path(exists=True, dir_okay=False), help="The run's training file.")
+@click.option("--dataset", help="The run's registered dataset instead of --train.")
+@click.option("--data-dir", help="Where registered datasets live.")
+@click.option("--queries", type=click.IntRange(min=1), default=1024, show_default=True, help="Held-out inputs probed.")
+@click.option("--out", "out_path", type=click.Path(dir_okay=False), help="Also write the records (JSON lines) here.")
+def compare(run_dir, train_path, dataset, data_dir, queries, out_path) -> None:
+    """DWTA, SLIDE's DWTA bucket ids and learned hashes side by side on RUN_DIR's trained network (one rank):
+    neurons retrieved against recall of the exact top-5 logits (docs/lsh.md)."""
+    import json
+
+    from dslide.comm import Communicator
+    from dslide.data.xc_format import load_dataset
+    from dslide.lsh.compare import compare as compare_families
+
+    train_path, _ = _data_paths(Communicator(), dataset, data_dir, train_path, None, need_test=False)
+    records = []
+    for rec in compare_families(Path(run_dir), load_dataset(train_path), queries):
+        records.append(rec)
+        seed = f" seed {rec['seed']}" if rec["seed"] is not None else ""
+        click.echo(f"{rec['family']:14s} {rec['code_layout']:6s} K={rec['K']:<3d}{seed:8s} retrieved "
+                   f"{rec['retrieved_mean']:8,.0f}  recall top-5 {rec['recall_top5']:.4f}  "
+                   f"tail top-5 {rec['recall_tail_top5']:.4f}")  # fmt: skip
+    if out_path:
+        tmp = Path(out_path).with_suffix(".tmp")
+        tmp.write_text("".join(json.dumps(r) + "\n" for r in records))
+        tmp.replace(out_path)
+
+
 if __name__ == "__main__":
     main()

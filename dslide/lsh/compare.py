@@ -1,0 +1,121 @@
+"""Hash families side by side on one trained network: recall of the exact top-5 logits against the number of
+neurons the tables retrieve (`dslide lsh compare RUN_DIR`).
+
+The network (a single-rank run's latest checkpoint) is fixed; only the hashing changes. For each family and K
+the output layer's weights are hashed into fresh tables (L, R and bucket capacity from the run), held-out
+training inputs query them, and the figures are: mean neurons retrieved (the union of the L buckets, no labels,
+no padding), recall of the exact top-5 logits, and recall of the top-5 among the neurons the tables must find
+("tail": the run's always-active frequent neurons left out). Learned families are fitted on other training
+inputs (their positives: the tail top-5), once per seed. Recall is only comparable at equal retrieved counts:
+compare a family with the others' curves, not a single point.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numba
+import numpy as np
+
+from dslide import checkpoint
+from dslide.comm import Communicator
+from dslide.config import network_from_dict, train_from_dict
+from dslide.data.dataset import SparseDataset
+from dslide.kernels.sampling import active_upper_bounds, compact, select_active
+from dslide.lsh import make_family
+from dslide.lsh.family import HashFamily
+from dslide.lsh.tables import LSHTables
+from dslide.network import Batch, Network
+from dslide.sampler import FIT_QUERIES, top_logits
+
+# (family, code layout, K values): DWTA as the engine runs it and as SLIDE's C++ builds its bucket ids, the
+# learned family, and its unfitted start (balanced random bits) as the control for what fitting adds
+ARMS: tuple[tuple[str, str, tuple[int, ...]], ...] = (
+    ("dwta", "packed", (4, 5, 6)),
+    ("dwta", "slide", (6,)),
+    ("balanced-bits", "packed", (12, 13, 14)),
+    ("learned", "packed", (12, 13, 14)),
+)
+
+
+def retrieved_sets(family: HashFamily, tables: LSHTables, h: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """CSR (ptr, ids) of the neurons each row of h retrieves: the union of its L buckets."""
+    codes = family.hash_queries(h)
+    B, n = h.shape[0], tables.ids.shape[1]
+    lab_ptr = np.zeros(B + 1, dtype=np.int64)
+    ub = active_upper_bounds(codes, tables.offsets, lab_ptr, 0, 0, 0, n)
+    buf_ptr = np.zeros(B + 1, dtype=np.int64)
+    np.cumsum(ub, out=buf_ptr[1:])
+    buf = np.empty(buf_ptr[-1], dtype=np.int32)
+    count, head, fixed = (np.empty(B, dtype=np.int64) for _ in range(3))
+    marks = np.zeros((numba.get_num_threads(), n), dtype=np.int32)
+    none = np.zeros(0, dtype=np.int32)
+    select_active(codes, tables.offsets, tables.ids, lab_ptr, none, none, n, False, 0, 1, 0, 0, 0, 0, 0,
+                  buf_ptr, buf, count, head, fixed, marks)  # fmt: skip
+    return compact(buf, buf_ptr, count)
+
+
+def recall(ptr: np.ndarray, ids: np.ndarray, top: np.ndarray) -> float:
+    """Share of the entries of top (B, k) found in their row's retrieved set."""
+    n = np.int64(max(int(ids.max(initial=0)), int(top.max(initial=0))) + 1)
+    have = np.repeat(np.arange(len(ptr) - 1, dtype=np.int64), np.diff(ptr)) * n + ids
+    want = np.arange(top.shape[0], dtype=np.int64)[:, None] * n + top
+    return float(np.isin(want, have).mean())
+
+
+def compare(
+    run_dir: Path, train_ds: SparseDataset, queries: int = 1024, seeds: tuple[int, ...] = (3, 4, 5)
+) -> Iterator[dict[str, Any]]:
+    """One record per (family, K[, seed]) on the run's latest checkpoint (single rank)."""
+    comm = Communicator()
+    if comm.size != 1:
+        raise ValueError("dslide lsh compare runs on one rank (it needs the whole output layer)")
+    loaded = checkpoint.load(Path(run_dir) / "checkpoint", comm)
+    if loaded is None:
+        raise FileNotFoundError(f"{run_dir}/checkpoint: no complete checkpoint (LATEST missing)")
+    arrays, meta = loaded
+    net_cfg = network_from_dict(meta["network"])
+    net = Network(net_cfg, train_from_dict(meta["train"]), comm)
+    net.load_state(arrays)
+    arrays.close()
+    layer = net.output
+    W, bias, frequent = layer.params.W, layer.bias.b, layer.sampler.frequent
+    order = np.random.default_rng([int(meta["global_step"]), 11]).permutation(len(train_ds))
+    fit_rows, probe_rows = np.sort(order[:FIT_QUERIES]), np.sort(order[FIT_QUERIES : FIT_QUERIES + queries])
+
+    def hidden(rows: np.ndarray) -> np.ndarray:
+        _, full = net._hidden_forward(Batch.from_dataset(train_ds, rows))
+        return np.ascontiguousarray(full[-1])
+
+    h_fit, h_probe = hidden(fit_rows), hidden(probe_rows)
+    top_all = top_logits(h_probe, W, bias, 5)[1]
+    top_tail = top_logits(h_probe, W, bias, 5, exclude=frequent)[1]
+    positives = top_logits(h_fit, W, bias, 5, exclude=frequent)[1]
+    cfg = net_cfg.lsh
+    base = {"run": str(run_dir), "step": int(meta["global_step"]), "queries": len(probe_rows), "L": cfg.num_tables,
+            "R": cfg.range_pow, "bucket_capacity": cfg.bucket_capacity}  # fmt: skip
+    for name, layout, ks in ARMS:
+        for K in ks:
+            if name != "dwta" and cfg.range_pow < K:  # sign-bit codes must fit the run's buckets
+                continue
+            family_name = "learned" if name == "balanced-bits" else name
+            lsh = dataclasses.replace(cfg, family=family_name, bits_per_table=K, code_layout=layout)
+            for seed in seeds if name == "learned" else (None,):
+                family = make_family(lsh, W.shape[1], 1)
+                fit_s = 0.0
+                if name == "balanced-bits":
+                    family.set_thresholds(h_fit, W[:: max(1, len(W) // 16384)])
+                elif name == "learned":
+                    t0 = time.perf_counter()
+                    family.fit(h_fit, positives, W, seed=seed)
+                    fit_s = time.perf_counter() - t0
+                tables = LSHTables(lsh.num_tables, lsh.range_pow, lsh.bucket_capacity, lsh.insertion)
+                tables.rebuild(family, W)
+                ptr, ids = retrieved_sets(family, tables, h_probe)
+                yield {**base, "family": name, "code_layout": layout, "K": K, "seed": seed, "fit_s": fit_s,
+                       "retrieved_mean": float(np.diff(ptr).mean()), "recall_top5": recall(ptr, ids, top_all),
+                       "recall_tail_top5": recall(ptr, ids, top_tail)}  # fmt: skip
