@@ -108,6 +108,13 @@ def _hidden(_ctx, _param, value: str) -> tuple[int, ...]:
     help="Keep only neurons found in at least this many of the L buckets (per-input sparsity; 1: the union).",
 )
 @click.option(
+    "--active-budget",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Per input, raise --min-hits until at most this many retrieved neurons remain (0: no budget).",
+)
+@click.option(
     "--min-active",
     type=click.IntRange(min=0),
     default=1000,
@@ -308,6 +315,7 @@ def _train(comm, train_path, test_path, dataset, data_dir, out_dir, preset, **o)
             strategy=o["strategy"],
             topk=o["topk"],
             min_hits=o["min_hits"],
+            active_budget=o["active_budget"],
             min_active=o["min_active"],
             pad_threshold=o["pad_threshold"],
             tail=o["tail"],

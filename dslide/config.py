@@ -35,6 +35,7 @@ class SamplingConfig:
     topk: int = 3000  # strategy=topk: keep the k neurons seen in most buckets
     min_hits: int = 1  # keep only neurons found in at least this many of the L buckets: the number active then
     # depends on the input (how strongly its buckets agree), not on a fixed count; 1 = the whole union
+    active_budget: int = 0  # > 0: per input, raise min_hits until at most this many retrieved neurons remain
     min_active: int = 1000  # pad with uniform neurons up to this many ...
     pad_threshold: int = 1500  # ... when fewer than this came back from the tables
     tail: int = 200  # and always add this many uniform neurons (per sample, over all ranks): without them the

@@ -116,6 +116,7 @@ class OutputSampler:
         self.pad_threshold = n + 1 if self.dense else math.ceil(sampling.pad_threshold * frac)
         self.tail = 0 if self.dense else min(n, math.ceil(sampling.tail * frac))
         self.topk = max(1, math.ceil(sampling.topk * frac))
+        self.active_budget = math.ceil(sampling.active_budget * frac)  # this rank's share
         self.schedule_cfg = schedule
         self.hash_seed = hash_seed
         self.redraws = 0
@@ -261,8 +262,8 @@ class OutputSampler:
         seed = (self.hash_seed * 31 + 17) % (2**31)  # differs per rank: ranks pad from independent streams
         select_active(
             codes, offsets, ids, lab_ptr, lab_ids, frequent, self.n, self.cfg.strategy == "topk", self.topk,
-            self.cfg.min_hits, min_active, pad_threshold, tail, seed, step, buf_ptr, buf, count, head, fixed,
-            self.marks,
+            self.cfg.min_hits, self.active_budget, min_active, pad_threshold, tail, seed, step, buf_ptr, buf, count,
+            head, fixed, self.marks,
         )  # fmt: skip
         ptr, act_ids = compact(buf, buf_ptr, count)
         n_lab = np.diff(lab_ptr)

@@ -47,6 +47,7 @@ def select_active(
     use_topk: bool,
     topk: int,  # use_topk: keep the topk neurons seen in most buckets
     min_hits: int,  # keep only neurons seen in at least this many of the L buckets (1: the whole union)
+    budget: int,  # > 0: raise that threshold per sample until at most `budget` retrieved neurons remain
     min_active: int,  # pad with uniform neurons up to this many ...
     pad_threshold: int,  # ... when the head (labels + frequent + retrieved) is smaller
     tail: int,  # and always add at least this many uniform neurons (the tail estimate of the normaliser)
@@ -91,11 +92,25 @@ def select_active(
                         n += 1
                     if mark[j] >= 0:
                         mark[j] += 1
-            if min_hits > 1:  # per-input sparsity: how many pass depends on how strongly the buckets agree
+            # per-input sparsity: keep the neurons seen in >= t buckets; how many pass depends on how strongly
+            # this input's buckets agree. With a budget, t is the smallest threshold (>= min_hits) that leaves at
+            # most `budget`, so whole groups of equally often seen neurons stay or go together.
+            t_keep = min_hits
+            if budget > 0 and n - n_fixed > budget:
+                per_count = np.zeros(L + 2, dtype=np.int64)
+                for i in range(n_fixed, n):
+                    per_count[min(mark[buf[base + i]], L + 1)] += 1
+                above = 0  # neurons seen in >= level buckets, for levels from the top down
+                level = L + 1
+                while level >= 1 and above + per_count[level] <= budget:
+                    above += per_count[level]
+                    level -= 1
+                t_keep = max(t_keep, level + 1)
+            if t_keep > 1:
                 kept = n_fixed
                 for i in range(n_fixed, n):
                     j = buf[base + i]
-                    if mark[j] >= min_hits:
+                    if mark[j] >= t_keep:
                         buf[base + kept] = j
                         kept += 1
                     else:

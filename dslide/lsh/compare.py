@@ -54,7 +54,7 @@ def retrieved_sets(family: HashFamily, tables: LSHTables, h: np.ndarray) -> tupl
     count, head, fixed = (np.empty(B, dtype=np.int64) for _ in range(3))
     marks = np.zeros((numba.get_num_threads(), n), dtype=np.int32)
     none = np.zeros(0, dtype=np.int32)
-    select_active(codes, tables.offsets, tables.ids, lab_ptr, none, none, n, False, 0, 1, 0, 0, 0, 0, 0,
+    select_active(codes, tables.offsets, tables.ids, lab_ptr, none, none, n, False, 0, 1, 0, 0, 0, 0, 0, 0,
                   buf_ptr, buf, count, head, fixed, marks)  # fmt: skip
     return compact(buf, buf_ptr, count)
 

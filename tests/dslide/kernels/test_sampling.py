@@ -10,8 +10,8 @@ from dslide.kernels.sampling import active_upper_bounds, compact, select_active
 from dslide.lsh.tables import LSHTables
 
 
-def run(codes, tables, lab_ptr, lab_ids, n, *, topk=0, min_hits=1, min_active=0, pad_threshold=0, tail=0, threads=1,
-        step=0, with_head=False, frequent=(), seed=11):  # fmt: skip
+def run(codes, tables, lab_ptr, lab_ids, n, *, topk=0, min_hits=1, budget=0, min_active=0, pad_threshold=0, tail=0,
+        threads=1, step=0, with_head=False, frequent=(), seed=11):  # fmt: skip
     numba.set_num_threads(threads)
     frequent = np.asarray(frequent, dtype=np.int32)
     ub = active_upper_bounds(codes, tables.offsets, lab_ptr, len(frequent), min_active, tail, n)
@@ -22,7 +22,8 @@ def run(codes, tables, lab_ptr, lab_ids, n, *, topk=0, min_hits=1, min_active=0,
     fixed = np.empty(len(ub), dtype=np.int64)
     marks = np.zeros((threads, n), dtype=np.int32)
     select_active(codes, tables.offsets, tables.ids, lab_ptr, lab_ids, frequent, n, topk > 0, topk, min_hits,
-                  min_active, pad_threshold, tail, seed, step, buf_ptr, buf, count, head, fixed, marks)  # fmt: skip
+                  budget, min_active, pad_threshold, tail, seed, step, buf_ptr, buf, count, head, fixed,
+                  marks)  # fmt: skip
     assert not marks.any()  # scratch left clean for the next call
     ptr, ids = compact(buf, buf_ptr, count)
     active = [ids[ptr[b] : ptr[b + 1]] for b in range(len(count))]
@@ -75,6 +76,18 @@ def test_min_hits_keeps_exactly_the_neurons_seen_in_that_many_buckets(setup, min
         assert sorted(active[len(labels[b]) :]) == sorted(np.flatnonzero(hits >= min_hits))
         counts.append(len(active))
     assert len(set(counts)) > 1  # the count varies with the input: per-input sparsity
+
+
+def test_a_budget_raises_each_inputs_threshold_just_enough(setup):
+    neuron_codes, tables, codes, labels, lab_ptr, lab_ids, n = setup
+    budget, raised = 20, 0
+    for b, active in enumerate(run(codes, tables, lab_ptr, lab_ids, n, budget=budget, threads=2)):
+        hits = (neuron_codes == codes[b]).sum(axis=1)
+        hits[labels[b]] = 0
+        t = next(t for t in range(1, 8) if (hits >= t).sum() <= budget)  # the smallest threshold within budget
+        assert sorted(active[len(labels[b]) :]) == sorted(np.flatnonzero(hits >= t))
+        raised += t > 1
+    assert raised > 0  # the setup's unions exceed the budget for some inputs
 
 
 def test_padding_reaches_min_active_and_does_not_depend_on_threads(setup):
