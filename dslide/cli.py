@@ -366,11 +366,21 @@ def lsh() -> None:
     """Inspect the hash tables of a run."""
 
 
+def run_and_data(command):
+    """RUN_DIR and the options that find the run's training data, shared by the `dslide lsh` commands."""
+    for option in reversed([
+        click.argument("run_dir", type=click.Path(exists=True, file_okay=False)),
+        click.option("--train", "train_path", type=click.Path(exists=True, dir_okay=False),
+                     help="The run's training file."),
+        click.option("--dataset", help="The run's registered dataset instead of --train."),
+        click.option("--data-dir", help="Where registered datasets live."),
+    ]):  # fmt: skip
+        command = option(command)
+    return command
+
+
 @lsh.command()
-@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
-@click.option("--train", "train_path", type=click.Path(exists=True, dir_okay=False), help="The run's training file.")
-@click.option("--dataset", help="The run's registered dataset instead of --train.")
-@click.option("--data-dir", help="Where registered datasets live.")
+@run_and_data
 @click.option("--points", type=click.IntRange(min=1), default=512, show_default=True, help="Training inputs probed.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
 def inspect(run_dir, train_path, dataset, data_dir, points, as_json) -> None:
@@ -395,10 +405,7 @@ def inspect(run_dir, train_path, dataset, data_dir, points, as_json) -> None:
 
 
 @lsh.command()
-@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
-@click.option("--train", "train_path", type=click.Path(exists=True, dir_okay=False), help="The run's training file.")
-@click.option("--dataset", help="The run's registered dataset instead of --train.")
-@click.option("--data-dir", help="Where registered datasets live.")
+@run_and_data
 @click.option("--queries", type=click.IntRange(min=1), default=1024, show_default=True, help="Held-out inputs probed.")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), help="Also write the records (JSON lines) here.")
 def compare(run_dir, train_path, dataset, data_dir, queries, out_path) -> None:
