@@ -19,6 +19,7 @@ from dslide.init import output_bias_prior
 from dslide.kernels.full_softmax import full_softmax_stats
 from dslide.layers import Adam, SampledOutputLayer
 from dslide.partition import all_owned, global_to_local
+from dslide.sampler import in_rows
 
 
 @dataclass
@@ -183,25 +184,26 @@ class OutputHead:
         recall_tail_top{1,5}: the same for the top logits among the neurons the tables must find, the frequent
         neurons (active for every sample anyway) left out; with a label prior those fill most of the top-5."""
         B = h.shape[0]
-        no_labels = np.zeros(B + 1, dtype=np.int64)
-        act = None
+        tops = [(prefix, kk, self.topk(h, max(kk), everyone=True, exclude=exclude)[1]) for prefix, kk, exclude in
+                (("recall_top", ks, None), ("recall_tail_top", (1, 5), self.layer.sampler.frequent))]  # fmt: skip
+        top = np.concatenate([t for _, _, t in tops], axis=1)
+        hit = np.zeros(top.shape, dtype=np.int64)
+        retrieved = np.zeros(B, dtype=np.int64)
         if self.layer.tables is not None:
+            no_labels = np.zeros(B + 1, dtype=np.int64)
             act = self.layer.sampler.select(h, no_labels, np.zeros(0, np.int32), step, pad=False, record=False)
+            local = np.where(top >= 0, self.g2l[np.maximum(top, 0)], -1)  # -1: another rank's neuron
+            hit = in_rows(act.ptr, act.ids, local, len(self.owned)).astype(np.int64)
+            retrieved = np.diff(act.ptr).astype(np.int64)
+        sums = self.comm.allreduce(np.concatenate([hit.ravel(), retrieved]))
+        hit, retrieved = sums[: hit.size].reshape(hit.shape), sums[hit.size :]
         out: dict[str, float] = {}
-        for prefix, kk, exclude in (("recall_top", ks, None), ("recall_tail_top", (1, 5), self.layer.sampler.frequent)):
-            _, top = self.topk(h, max(kk), everyone=True, exclude=exclude)
-            hit = np.zeros(top.shape, dtype=np.int64)
-            if act is not None:
-                n = np.int64(len(self.owned))
-                have = np.repeat(np.arange(B, dtype=np.int64), np.diff(act.ptr)) * n + act.ids
-                local = self.g2l[np.maximum(top, 0)]
-                mine = (top >= 0) & (local >= 0)
-                query = np.arange(B, dtype=np.int64)[:, None] * n + local
-                hit = (mine & np.isin(query, have)).astype(np.int64)
-            hit = self.comm.allreduce(hit.ravel()).reshape(hit.shape)
-            out.update({f"{prefix}{k}": float(hit[:, :k].mean()) for k in kk})
-        retrieved = np.diff(act.ptr) if act is not None else np.zeros(B, dtype=np.int64)
-        out["probe_retrieved_mean"] = float(self.comm.allreduce(retrieved.astype(np.int64)).mean())
+        start = 0
+        for prefix, kk, t in tops:
+            part = hit[:, start : start + t.shape[1]]
+            out.update({f"{prefix}{k}": float(part[:, :k].mean()) for k in kk})
+            start += t.shape[1]
+        out["probe_retrieved_mean"] = float(retrieved.mean())
         return out
 
     # -- checkpoints ----------------------------------------------------------------------------------------

@@ -315,6 +315,14 @@ class OutputSampler:
             self.queries_seen = int(state[f"{prefix}fit.queries_seen"])
 
 
+def in_rows(ptr: np.ndarray, ids: np.ndarray, items: np.ndarray, n: int) -> np.ndarray:
+    """bool (B, k): whether items[b, j] is among ids[ptr[b]:ptr[b + 1]]; ids and items in [0, n) (items < 0: no)."""
+    n = np.int64(n)
+    have = np.repeat(np.arange(len(ptr) - 1, dtype=np.int64), np.diff(ptr)) * n + ids
+    want = np.arange(items.shape[0], dtype=np.int64)[:, None] * n + items
+    return (items >= 0) & np.isin(want, have)
+
+
 def top_logits(
     h: np.ndarray, weights: np.ndarray, bias: np.ndarray | None, k: int, exclude: np.ndarray | None = None,
     chunk: int = 32768,

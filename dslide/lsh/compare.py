@@ -30,7 +30,7 @@ from dslide.lsh import make_family
 from dslide.lsh.family import HashFamily
 from dslide.lsh.tables import LSHTables
 from dslide.network import Batch, Network
-from dslide.sampler import FIT_QUERIES, top_logits
+from dslide.sampler import FIT_QUERIES, in_rows, top_logits
 
 # (family, code layout, K values): DWTA as the engine runs it and as SLIDE's C++ builds its bucket ids, the
 # learned family, and its unfitted start (balanced random bits) as the control for what fitting adds
@@ -61,10 +61,7 @@ def retrieved_sets(family: HashFamily, tables: LSHTables, h: np.ndarray) -> tupl
 
 def recall(ptr: np.ndarray, ids: np.ndarray, top: np.ndarray) -> float:
     """Share of the entries of top (B, k) found in their row's retrieved set."""
-    n = np.int64(max(int(ids.max(initial=0)), int(top.max(initial=0))) + 1)
-    have = np.repeat(np.arange(len(ptr) - 1, dtype=np.int64), np.diff(ptr)) * n + ids
-    want = np.arange(top.shape[0], dtype=np.int64)[:, None] * n + top
-    return float(np.isin(want, have).mean())
+    return float(in_rows(ptr, ids, top, max(int(ids.max(initial=0)), int(top.max(initial=0))) + 1).mean())
 
 
 def compare(
