@@ -62,9 +62,10 @@ def test_amazon_shape_scaled_down_matches_the_paper_statistics():
 def test_full_size_presets_have_the_published_shapes():
     a = PRESETS["amazon670k"]
     assert (a.num_features, a.num_labels, a.num_train, a.num_test) == (135_909, 670_091, 490_449, 153_025)
-    for name in ("amazon670k-small", "amazon670k-medium"):
+    for name in ("amazon670k-small", "amazon670k-medium", "amazon670k-medium-flat"):
         assert (PRESETS[name].num_features, PRESETS[name].num_labels) == (135_909, 670_091)
     assert (PRESETS["amazon670k-small"].num_train, PRESETS["amazon670k-medium"].num_train) == (20_000, 100_000)
+    assert PRESETS["amazon670k-medium-flat"] == dataclasses.replace(PRESETS["amazon670k-medium"], label_zipf=0.6)
     t = PRESETS["text8"]
     assert isinstance(t, TextParams) and t.num_tokens == 17_005_207 and t.vocab_size == 253_855 and t.window == 2
 
@@ -74,6 +75,16 @@ def test_label_popularity_is_zipfian():
     counts = np.sort(np.bincount(train.label_indices, minlength=train.num_labels))[::-1]
     # Under 1/rank popularity the top label is ~100x as frequent as the 100th.
     assert counts[0] > 30 * counts[99] > 0
+
+
+def test_a_smaller_label_zipf_flattens_the_head():
+    flat = dataclasses.replace(PRESETS["small"], label_zipf=0.6)
+    train, _ = generate(flat, seed=0)
+    counts = np.sort(np.bincount(train.label_indices, minlength=train.num_labels))[::-1]
+    # 1/rank^0.6: the top label ~16x the 100th (not 100x), and the head holds a smaller share of the draws.
+    assert 8 * counts[99] < counts[0] < 30 * counts[99]
+    steep = np.sort(np.bincount(make_preset("small")[0].label_indices))[::-1]
+    assert counts[:100].sum() / counts.sum() < 0.5 * steep[:100].sum() / steep.sum()
 
 
 def test_deterministic_for_a_seed_and_different_across_seeds():
