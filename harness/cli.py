@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shlex
 import sys
+from pathlib import Path
 
 import click
 
@@ -157,7 +158,6 @@ def run_command(system: str, nodes: int, cores_per_node: int, bandwidth: str, da
 
     Extra arguments after `--` go to the system, e.g. `-- --hidden 256` or, for payload, `-- --bytes 16777216`.
     """
-    from pathlib import Path
 
     from harness.cluster import ClusterError
     from harness.hosts import HostError
@@ -235,7 +235,6 @@ def sweep_command(systems: str, nodes_list: str, cores_list: str, bandwidths: st
 
     Arguments after `--` go to every system.
     """
-    from pathlib import Path
 
     from harness.cluster import ClusterError
     from harness.hosts import HostError
@@ -276,7 +275,6 @@ def slurm_script_command(nodes: int, cores: int, time_limit: str, partition: str
     Example: harness slurm-script --nodes 8 --cores 4 -o run.sbatch -- run --system dslide --dataset amazon670k
     --iface eth0 --shape 1gbit. `--launcher slurm` (and, for run, --nodes/--cores) are added; submit with sbatch.
     """
-    from pathlib import Path
 
     from dslide.checkpoint import atomic_write_text
     from harness.slurm import SlurmError, sbatch_script
@@ -309,7 +307,6 @@ def slurm_script_command(nodes: int, cores: int, time_limit: str, partition: str
 @click.option("--work-dir", default=None, type=click.Path(file_okay=False), help="As for `harness run`.")
 def reproduce_command(profile: str, out: str, only: str, data_dir: str | None, work_dir: str | None) -> None:
     """Generate the data, run the paper's experiments (resumable), write OUT/REPORT.md with figures."""
-    from pathlib import Path
 
     from harness.reproduce import reproduce
 
@@ -328,7 +325,6 @@ def reproduce_command(profile: str, out: str, only: str, data_dir: str | None, w
               help="Writes OUT/REPORT.md and OUT/figures/*.png.")  # fmt: skip
 def report_command(runs: str, out: str) -> None:
     """Write the report (tables beside the paper's claims, figures, cost model) from recorded runs."""
-    from pathlib import Path
 
     from harness.report import write_report
 
@@ -347,7 +343,6 @@ def bench_command(
     save_baseline: bool, threshold: float | None, retries: int | None, record_to: str | None, pytest_args: tuple
 ) -> None:
     """Regression check: every benchmark against the stored baseline, relative to this machine's calibration."""
-    from pathlib import Path
 
     from harness import bench
 
@@ -389,7 +384,6 @@ def time_to_accuracy_command(
     arm_args: str,
 ) -> None:
     """P@1 against wall-clock for each sampling arm, one after the other on this machine (resumable)."""
-    from pathlib import Path
 
     from harness.time_to_accuracy import ARMS, run
 
@@ -414,6 +408,43 @@ def time_to_accuracy_command(
         f"computed) {'-' if ceiling is None else f'{ceiling:.4f}'}"
     )
     click.echo(f"-> {target / 'summary.json'}, {target / 'time-to-accuracy.png'}")
+
+
+@main.command("ceiling")
+@click.option("--dataset", default="text8-small", show_default=True, help="A skip-gram dataset (one feature a point).")
+@click.option("--data-dir", default=None, help="Where registered datasets live.")
+@click.option(
+    "--run",
+    "run_dir",
+    type=click.Path(exists=True, file_okay=False),
+    default=None,
+    help="A single-rank run on that dataset: place its latest checkpoint's P@1 band by band.",
+)
+@click.option("--test-points", type=click.IntRange(min=1), default=None, help="The first N test points only.")
+def ceiling_command(dataset: str, data_dir: str | None, run_dir: str | None, test_points: int | None) -> None:
+    """P@1 of the count predictor (*computed*: the data's ceiling) and of popularity, and a run's, by how often the
+    centre word occurs in training."""
+    import numpy as np
+
+    from dslide.data.registry import dataset_paths
+    from dslide.data.xc_format import load_dataset
+    from harness.ceiling import by_centre_count, count_predictor, model_top1, one_feature_per_point
+
+    train_path, test_path = dataset_paths(dataset, Path(data_dir) if data_dir else None)
+    train, test = load_dataset(train_path), load_dataset(test_path)
+    if not one_feature_per_point(train):
+        raise click.BadParameter(f"{dataset}: points have several features; the count predictor needs skip-gram data",
+                                 param_hint="--dataset")  # fmt: skip
+    if test_points is not None:
+        test = test.subset(np.arange(min(test_points, len(test))))
+    top1 = model_top1(Path(run_dir), test) if run_dir else count_predictor(train)[test.feat_indices]
+    click.echo(f"{'centre word seen':18s} {'share':>6s} {'model':>7s} {'count predictor':>16s} {'popularity':>11s}")
+    for band in by_centre_count(train, test, top1):
+        hi = band["seen_below"]
+        name = f"{band['seen_from']:,}+" if hi is None else f"{band['seen_from']:,}-{hi - 1:,} times"
+        cells = [f"{band[k]:.3f}" if run_dir or k != "model_p@1" else "-"
+                 for k in ("model_p@1", "count_predictor_p@1", "popularity_p@1")]  # fmt: skip
+        click.echo(f"{name:18s} {band['share']:6.3f} {cells[0]:>7s} {cells[1]:>16s} {cells[2]:>11s}")
 
 
 if __name__ == "__main__":

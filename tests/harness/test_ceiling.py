@@ -1,10 +1,11 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from dslide.data.dataset import SparseDataset
 from dslide.data.text_corpus import skipgram_dataset
-from harness.ceiling import count_predictor_p_at_1
+from harness.ceiling import by_centre_count, count_predictor, count_predictor_p_at_1
 
 
 def test_the_commonest_context_is_predicted_and_scored_like_a_loop_would():
@@ -31,3 +32,23 @@ def test_undefined_for_points_with_several_features():
         label_indices=np.array([0], dtype=np.int32), num_features=2, num_labels=1,
     )  # fmt: skip
     assert count_predictor_p_at_1(ds, ds) is None
+
+
+def test_by_centre_count_places_each_predictor_in_its_band():
+    rng = np.random.default_rng(1)
+    ids = rng.zipf(1.3, size=6000).astype(np.int32) % 200
+    ids[1::2] = (ids[::2] * 7 + 1) % 200
+    ds = skipgram_dataset(ids, 200, window=1)
+    train, test = ds.subset(np.arange(4000)), ds.subset(np.arange(4000, len(ds)))
+    bands = by_centre_count(train, test, count_predictor(train)[test.feat_indices], bands=(0, 1, 10, 100))
+    assert [b["seen_from"] for b in bands] == [0, 1, 10, 100] and bands[-1]["seen_below"] is None
+    assert sum(b["share"] for b in bands) == pytest.approx(1.0)
+    seen = np.bincount(train.feat_indices, minlength=200)[test.feat_indices]
+    assert bands[1]["share"] == np.mean((seen >= 1) & (seen < 10))
+    for b in bands:  # the model here *is* the count predictor
+        assert b["model_p@1"] == b["count_predictor_p@1"]
+    commonest = np.full(len(test), np.bincount(train.label_indices).argmax())
+    for b in by_centre_count(train, test, commonest, bands=(0, 1, 10, 100)):
+        assert b["model_p@1"] == b["popularity_p@1"]
+    overall = sum(b["share"] * b["count_predictor_p@1"] for b in bands if b["share"])
+    assert overall == pytest.approx(count_predictor_p_at_1(train, test))
