@@ -441,7 +441,8 @@ def ceiling_command(dataset: str, data_dir: str | None, run_dir: str | None, tes
     click.echo(f"{'centre word seen':18s} {'share':>6s} {'model':>7s} {'count predictor':>16s} {'popularity':>11s}")
     for band in by_centre_count(train, test, top1):
         hi = band["seen_below"]
-        name = f"{band['seen_from']:,}+" if hi is None else f"{band['seen_from']:,}-{hi - 1:,} times"
+        lo = band["seen_from"]
+        name = f"{lo:,}+ times" if hi is None else "never" if hi == 1 else f"{lo:,}-{hi - 1:,} times"
         cells = [f"{band[k]:.3f}" if run_dir or k != "model_p@1" else "-"
                  for k in ("model_p@1", "count_predictor_p@1", "popularity_p@1")]  # fmt: skip
         click.echo(f"{name:18s} {band['share']:6.3f} {cells[0]:>7s} {cells[1]:>16s} {cells[2]:>11s}")
