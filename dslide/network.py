@@ -11,11 +11,14 @@ Only activations and their gradients cross the network; weight gradients never d
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from dslide import checkpoint
 from dslide.comm import Communicator
-from dslide.config import NetworkConfig, TrainConfig
+from dslide.config import NetworkConfig, TrainConfig, network_from_dict, train_from_dict
 from dslide.head import OutputHead
 from dslide.init import layer_scales
 from dslide.layers import Adam, DenseHiddenLayer, SparseInputLayer
@@ -72,6 +75,18 @@ class Network:
             )
         self.head = OutputHead(widths[-1], net, train, comm, len(widths), scales[-1], label_counts)
         self.output = self.head.layer
+
+    @classmethod
+    def from_run(cls, run_dir: str | Path, comm: Communicator) -> tuple[Network, dict[str, Any]]:
+        """The network saved in a run's latest checkpoint (this rank's part), and that checkpoint's metadata."""
+        loaded = checkpoint.load(Path(run_dir) / "checkpoint", comm)
+        if loaded is None:
+            raise FileNotFoundError(f"{run_dir}/checkpoint: no complete checkpoint (LATEST missing)")
+        arrays, meta = loaded
+        net = cls(network_from_dict(meta["network"]), train_from_dict(meta["train"]), comm)
+        net.load_state(arrays)
+        arrays.close()
+        return net, meta
 
     # -- forward through the hidden layers ------------------------------------------------------------------
 

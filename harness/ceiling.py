@@ -53,20 +53,24 @@ CENTRE_COUNT_BANDS = (0, 1, 3, 10, 30, 100, 1000)
 
 
 def by_centre_count(
-    train: SparseDataset, test: SparseDataset, model_top1: np.ndarray, bands: tuple[int, ...] = CENTRE_COUNT_BANDS
+    train: SparseDataset,
+    test: SparseDataset,
+    model_top1: np.ndarray | None = None,
+    bands: tuple[int, ...] = CENTRE_COUNT_BANDS,
 ) -> list[dict[str, float | int | None]]:
     """Where a model's P@1 stands against the count predictor's and popularity's, by how often each test point's
-    centre word occurs in training (skip-gram sets). model_top1: the model's top-1 label per test point."""
+    centre word occurs in training (skip-gram sets). model_top1: the model's top-1 label per test point (None:
+    no model, its P@1 is None)."""
     seen = np.bincount(train.feat_indices, minlength=train.num_features)[test.feat_indices]
-    model = hits(test, np.asarray(model_top1))
+    model = None if model_top1 is None else hits(test, np.asarray(model_top1))
     ceiling = hits(test, count_predictor(train)[test.feat_indices])
     popular = hits(test, np.full(len(test), np.bincount(train.label_indices).argmax()))
     out = []
     for lo, hi in zip(bands, [*bands[1:], None], strict=True):
         m = (seen >= lo) & (seen < hi if hi is not None else True)
 
-        def rate(hit: np.ndarray, m: np.ndarray = m) -> float | None:
-            return float(hit[m].mean()) if m.any() else None
+        def rate(hit: np.ndarray | None, m: np.ndarray = m) -> float | None:
+            return float(hit[m].mean()) if hit is not None and m.any() else None
 
         out.append({"seen_from": lo, "seen_below": hi, "share": float(m.mean()), "model_p@1": rate(model),
                     "count_predictor_p@1": rate(ceiling), "popularity_p@1": rate(popular)})  # fmt: skip
@@ -75,19 +79,10 @@ def by_centre_count(
 
 def model_top1(run_dir: Path, test: SparseDataset, batch: int = 1000) -> np.ndarray:
     """The top-1 label of a single-rank run's latest checkpoint (exact scores) for every test point."""
-    from dslide import checkpoint
     from dslide.comm import Communicator
-    from dslide.config import network_from_dict, train_from_dict
     from dslide.network import Batch, Network
 
-    comm = Communicator()
-    loaded = checkpoint.load(Path(run_dir) / "checkpoint", comm)
-    if loaded is None:
-        raise FileNotFoundError(f"{run_dir}/checkpoint: no complete checkpoint (LATEST missing)")
-    arrays, meta = loaded
-    net = Network(network_from_dict(meta["network"]), train_from_dict(meta["train"]), comm)
-    net.load_state(arrays)
-    arrays.close()
+    net, _ = Network.from_run(run_dir, Communicator())
     rows = np.arange(len(test))
     return np.concatenate([net.predict_topk(Batch.from_dataset(test, rows[i : i + batch]), 1)[:, 0]
                            for i in range(0, len(test), batch)])  # fmt: skip

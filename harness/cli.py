@@ -428,7 +428,7 @@ def ceiling_command(dataset: str, data_dir: str | None, run_dir: str | None, tes
 
     from dslide.data.registry import dataset_paths
     from dslide.data.xc_format import load_dataset
-    from harness.ceiling import by_centre_count, count_predictor, model_top1, one_feature_per_point
+    from harness.ceiling import by_centre_count, model_top1, one_feature_per_point
 
     train_path, test_path = dataset_paths(dataset, Path(data_dir) if data_dir else None)
     train, test = load_dataset(train_path), load_dataset(test_path)
@@ -437,14 +437,14 @@ def ceiling_command(dataset: str, data_dir: str | None, run_dir: str | None, tes
                                  param_hint="--dataset")  # fmt: skip
     if test_points is not None:
         test = test.subset(np.arange(min(test_points, len(test))))
-    top1 = model_top1(Path(run_dir), test) if run_dir else count_predictor(train)[test.feat_indices]
+    top1 = model_top1(Path(run_dir), test) if run_dir else None
     click.echo(f"{'centre word seen':18s} {'share':>6s} {'model':>7s} {'count predictor':>16s} {'popularity':>11s}")
     for band in by_centre_count(train, test, top1):
-        hi = band["seen_below"]
-        lo = band["seen_from"]
+        lo, hi = band["seen_from"], band["seen_below"]
         name = f"{lo:,}+ times" if hi is None else "never" if hi == 1 else f"{lo:,}-{hi - 1:,} times"
-        cells = [f"{band[k]:.3f}" if run_dir or k != "model_p@1" else "-"
-                 for k in ("model_p@1", "count_predictor_p@1", "popularity_p@1")]  # fmt: skip
+        cells = [
+            "-" if band[k] is None else f"{band[k]:.3f}" for k in ("model_p@1", "count_predictor_p@1", "popularity_p@1")
+        ]
         click.echo(f"{name:18s} {band['share']:6.3f} {cells[0]:>7s} {cells[1]:>16s} {cells[2]:>11s}")
 
 

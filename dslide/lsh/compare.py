@@ -21,9 +21,7 @@ from typing import Any
 import numba
 import numpy as np
 
-from dslide import checkpoint
 from dslide.comm import Communicator
-from dslide.config import network_from_dict, train_from_dict
 from dslide.data.dataset import SparseDataset
 from dslide.kernels.sampling import active_upper_bounds, compact, select_active
 from dslide.lsh import make_family
@@ -71,14 +69,8 @@ def compare(
     comm = Communicator()
     if comm.size != 1:
         raise ValueError("dslide lsh compare runs on one rank (it needs the whole output layer)")
-    loaded = checkpoint.load(Path(run_dir) / "checkpoint", comm)
-    if loaded is None:
-        raise FileNotFoundError(f"{run_dir}/checkpoint: no complete checkpoint (LATEST missing)")
-    arrays, meta = loaded
-    net_cfg = network_from_dict(meta["network"])
-    net = Network(net_cfg, train_from_dict(meta["train"]), comm)
-    net.load_state(arrays)
-    arrays.close()
+    net, meta = Network.from_run(run_dir, comm)
+    net_cfg = net.cfg
     layer = net.output
     W, bias, frequent = layer.params.W, layer.bias.b, layer.sampler.frequent
     order = np.random.default_rng([int(meta["global_step"]), 11]).permutation(len(train_ds))

@@ -8,9 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from dslide import checkpoint
 from dslide.comm import Communicator
-from dslide.config import network_from_dict, train_from_dict
 from dslide.data.dataset import SparseDataset
 from dslide.network import Batch, Network
 from dslide.sampler import bucket_occupancy
@@ -18,16 +16,10 @@ from dslide.sampler import bucket_occupancy
 
 def inspect_checkpoint(run_dir: Path, train_ds: SparseDataset, points: int, comm: Communicator) -> dict[str, Any]:
     """Figures for the latest checkpoint in run_dir, on `points` random training inputs (all ranks take part)."""
-    loaded = checkpoint.load(Path(run_dir) / "checkpoint", comm)
-    if loaded is None:
-        raise FileNotFoundError(f"{run_dir}/checkpoint: no complete checkpoint (LATEST missing)")
-    arrays, meta = loaded
-    net_cfg, train_cfg = network_from_dict(meta["network"]), train_from_dict(meta["train"])
+    net, meta = Network.from_run(run_dir, comm)
+    net_cfg, train_cfg = net.cfg, net.train_cfg
     if net_cfg.sampling.mode != "lsh":
         raise ValueError(f"{run_dir}: the run samples with mode {net_cfg.sampling.mode!r}; it has no hash tables")
-    net = Network(net_cfg, train_cfg, comm)
-    net.load_state(arrays)
-    arrays.close()
     step = int(meta["global_step"])
     rows = np.sort(np.random.default_rng([train_cfg.seed, 7]).permutation(len(train_ds))[:points])
     batch = Batch.from_dataset(train_ds, rows)

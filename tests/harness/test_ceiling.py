@@ -50,5 +50,6 @@ def test_by_centre_count_places_each_predictor_in_its_band():
     commonest = np.full(len(test), np.bincount(train.label_indices).argmax())
     for b in by_centre_count(train, test, commonest, bands=(0, 1, 10, 100)):
         assert b["model_p@1"] == b["popularity_p@1"]
+    assert all(b["model_p@1"] is None for b in by_centre_count(train, test, None, bands=(0, 1, 10, 100)))
     overall = sum(b["share"] * b["count_predictor_p@1"] for b in bands if b["share"])
     assert overall == pytest.approx(count_predictor_p_at_1(train, test))
