@@ -182,6 +182,12 @@ def common_options(fn: Callable) -> Callable:
         click.option("--epochs", default=1, show_default=True),
         click.option("--threads", default=1, show_default=True, help="TensorFlow intra-op and inter-op threads."),
         click.option("--lr", default=1e-3, show_default=True, help="Adam's learning rate (dslide train's default)."),
+        click.option(
+            "--input-lr",
+            default=1e-2,
+            show_default=True,
+            help="Adam's learning rate for the first layer's weights (dslide train's --input-lr default).",
+        ),
         click.option("--batch-size", default=128, show_default=True),
         click.option("--hidden", default="128", show_default=True, help="Hidden widths, comma separated."),
         click.option(

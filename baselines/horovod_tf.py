@@ -75,7 +75,9 @@ def fit_horovod(
     model = SparseMLP.for_data(
         train, settings.hidden, settings.init_scale, settings.seed, settings.output_bias, sparse_gradient
     )
-    adam = Adam(model.parameters, settings.lr, settings.beta1, settings.beta2, settings.eps)
+    adam = Adam(
+        model.parameters, model.step_sizes(settings.lr, settings.input_lr), settings.beta1, settings.beta2, settings.eps
+    )
     hvd.broadcast_variables(model.parameters, root_rank=0)
     dense_grads = model.parameters[1:] if sparse_gradient else model.parameters  # W0 is gathered, not reduced
     gradient_bytes = sum(int(np.prod(p.shape)) * p.dtype.size for p in dense_grads)

@@ -128,6 +128,10 @@ class SparseMLP(tf.Module):
         """Every trainable variable, in a fixed order (W0, b0, W1, b1, ...)."""
         return [v for pair in zip(self.weights, self.biases, strict=True) for v in pair]
 
+    def step_sizes(self, lr: float, input_lr: float) -> list[float]:
+        """Adam's step size per parameter, as `dslide train` takes them: input_lr for W0's rows, lr for the rest."""
+        return [input_lr] + [lr] * (len(self.parameters) - 1)
+
     def first_layer(self, features: tf.SparseTensor) -> tf.Tensor:
         """x W0 without the bias. By default sparse_dense_matmul: W0's gradient is a dense (features x hidden)
         tensor. With sparse_gradient: gather the rows of W0 the batch touches and sum them per point (the
@@ -161,7 +165,8 @@ def soft_target_loss(
 
 
 class Adam(tf.Module):
-    """Dense Adam: m, v per variable; w -= lr * m_hat / (sqrt(v_hat) + eps) with t counted from 1.
+    """Dense Adam: m, v per variable; w -= lr * m_hat / (sqrt(v_hat) + eps) with t counted from 1; lr is one step
+    size for every variable or one per variable (dslide's larger one for W0's rows: `step_sizes`).
 
     One fused ResourceApplyAdam per variable (no temporaries of the variable's size). That kernel computes
     w -= lr sqrt(1 - b2^t) / (1 - b1^t) * m / (sqrt(v) + eps'); eps' = eps sqrt(1 - b2^t) makes it the formula
@@ -169,10 +174,18 @@ class Adam(tf.Module):
     """
 
     def __init__(
-        self, variables: Sequence[tf.Variable], lr: float, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8
+        self,
+        variables: Sequence[tf.Variable],
+        lr: float | Sequence[float],
+        beta1: float = 0.9,
+        beta2: float = 0.999,
+        eps: float = 1e-8,
     ) -> None:
         super().__init__(name="adam")
-        self.lr, self.beta1, self.beta2, self.eps = lr, beta1, beta2, eps
+        self.lrs = [float(lr)] * len(variables) if isinstance(lr, int | float) else [float(x) for x in lr]
+        if len(self.lrs) != len(variables):
+            raise ValueError(f"{len(self.lrs)} step sizes for {len(variables)} variables")
+        self.beta1, self.beta2, self.eps = beta1, beta2, eps
         self.step = tf.Variable(0.0, trainable=False, name="t")
         self.m = [tf.Variable(tf.zeros_like(v), trainable=False) for v in variables]
         self.v = [tf.Variable(tf.zeros_like(v), trainable=False) for v in variables]
@@ -180,11 +193,12 @@ class Adam(tf.Module):
     def apply(self, grads: Sequence[tf.Tensor], variables: Sequence[tf.Variable]) -> None:
         t = self.step.assign_add(1.0)
         beta1_power, beta2_power = tf.pow(self.beta1, t), tf.pow(self.beta2, t)
-        hyper = dict(beta1_power=beta1_power, beta2_power=beta2_power, lr=tf.constant(self.lr, tf.float32),
+        hyper = dict(beta1_power=beta1_power, beta2_power=beta2_power,
                      beta1=tf.constant(self.beta1, tf.float32), beta2=tf.constant(self.beta2, tf.float32),
                      epsilon=self.eps * tf.sqrt(1.0 - beta2_power))  # fmt: skip
-        for g, var, m, v in zip(grads, variables, self.m, self.v, strict=True):
-            tf.raw_ops.ResourceApplyAdam(var=var.handle, m=m.handle, v=v.handle, grad=tf.convert_to_tensor(g), **hyper)
+        for g, var, m, v, lr in zip(grads, variables, self.m, self.v, self.lrs, strict=True):
+            tf.raw_ops.ResourceApplyAdam(var=var.handle, m=m.handle, v=v.handle, grad=tf.convert_to_tensor(g),
+                                         lr=tf.constant(lr, tf.float32), **hyper)  # fmt: skip
 
 
 def top_k_predictions(model: SparseMLP, data: SparseDataset, k: int = 5, chunk: int = 256) -> np.ndarray:

@@ -35,6 +35,7 @@ class Settings:
     epochs: int = 1
     threads: int = 1
     lr: float = 1e-3
+    input_lr: float = 1e-2  # W0's rows, as dslide train's --input-lr
     batch_size: int = 128
     hidden: tuple[int, ...] = (128,)
     init_scale: float | None = None  # None: dslide's fan-in aware scales
@@ -75,7 +76,9 @@ def fit(
     """Train for settings.epochs, evaluate after each; append one record per epoch to out_dir/metrics.jsonl."""
     set_threads(settings.threads)
     model = SparseMLP.for_data(train, settings.hidden, settings.init_scale, settings.seed, settings.output_bias)
-    adam = Adam(model.parameters, settings.lr, settings.beta1, settings.beta2, settings.eps)
+    adam = Adam(
+        model.parameters, model.step_sizes(settings.lr, settings.input_lr), settings.beta1, settings.beta2, settings.eps
+    )
     compiled = build_step(model, adam)
     compiled.get_concrete_function()  # trace now, so epoch 0's time is training, not graph building
 
@@ -117,6 +120,7 @@ def settings_from_cli(kwargs: dict) -> Settings:
         epochs=kwargs["epochs"],
         threads=kwargs["threads"],
         lr=kwargs["lr"],
+        input_lr=kwargs["input_lr"],
         batch_size=kwargs["batch_size"],
         hidden=parse_hidden(kwargs["hidden"]),
         init_scale=kwargs["init_scale"],

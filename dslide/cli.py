@@ -51,6 +51,14 @@ def _hidden(_ctx, _param, value: str) -> tuple[int, ...]:
     show_default=True,
     help="Adam step size (SLIDE: 1e-4).",
 )
+@click.option(
+    "--input-lr",
+    type=click.FloatRange(min=0, min_open=True),
+    default=1e-2,
+    show_default=True,
+    help="Adam step size of the sparse input layer's weight rows (its bias: --lr); rows of rare features need "
+    "larger steps (docs/engine.md). SLIDE: one step size, 1e-4.",
+)
 @click.option("--batch-size", type=click.IntRange(min=1), default=128, show_default=True)
 @click.option(
     "--hidden", default="128", show_default=True, callback=_hidden, help="Hidden widths, e.g. 128 or 256,128."
@@ -336,6 +344,7 @@ def _train(comm, train_path, test_path, dataset, data_dir, out_dir, preset, **o)
         epochs=o["epochs"],
         batch_size=o["batch_size"],
         lr=o["lr"],
+        input_lr=o["input_lr"],
         adam=o["adam"],
         threads=o["threads"],
         seed=o["seed"],

@@ -79,6 +79,9 @@ class TrainConfig:
     epochs: int = 1
     batch_size: int = 128
     lr: float = 1e-3  # 1e-4 (SLIDE's) ends the first epochs at label popularity: docs/engine.md
+    # The sparse input layer's weight rows (its bias takes lr): a feature's row moves only in the few batches that
+    # contain the feature, so at lr a rarely seen word or feature stays at its initial value (docs/engine.md).
+    input_lr: float = 1e-2
     beta1: float = 0.9
     beta2: float = 0.999
     eps: float = 1e-8
@@ -103,6 +106,7 @@ class TrainConfig:
 PRESETS: dict[str, dict[str, Any]] = {
     "slide": {
         "lr": 1e-4,
+        "input_lr": 1e-4,
         "init_scale": 0.01,
         "output_bias": "zero",
         "family": "dwta",
@@ -147,4 +151,6 @@ def network_from_dict(d: dict[str, Any]) -> NetworkConfig:
 
 
 def train_from_dict(d: dict[str, Any]) -> TrainConfig:
+    d = dict(d)
+    d.setdefault("input_lr", d.get("lr", TrainConfig.lr))  # runs saved before input_lr: one step size for all
     return TrainConfig(**d)

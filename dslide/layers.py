@@ -133,13 +133,16 @@ class SparseInputLayer:
         x_val: np.ndarray,
         a: np.ndarray,
         da: np.ndarray,
-        adam: Adam,
+        row_adam: Adam,
+        bias_adam: Adam,
         step: int,
     ) -> None:
+        """Adam on the rows of the batch's features (row_adam) and on the bias, which every sample moves (bias_adam:
+        a rare feature's larger step size would drive the shared bias negative and switch off its units)."""
         dz = np.where(a > 0, da, np.float32(0)).astype(np.float32)
         samples = np.repeat(np.arange(len(x_ptr) - 1, dtype=np.int32), np.diff(x_ptr))
-        self.params.update(x_idx, samples, x_val, dz, adam, step)
-        adam.dense(self.bias.b, self.bias.m, self.bias.v, dz.sum(axis=0), step)
+        self.params.update(x_idx, samples, x_val, dz, row_adam, step)
+        bias_adam.dense(self.bias.b, self.bias.m, self.bias.v, dz.sum(axis=0), step)
 
     def state(self, prefix: str) -> dict[str, np.ndarray]:
         return {**self.params.arrays(prefix), **self.bias.arrays(prefix)}

@@ -10,7 +10,7 @@ Only activations and their gradients cross the network; weight gradients never d
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +61,7 @@ class Network:
         self.train_cfg = train
         self.comm = comm
         self.adam = Adam.from_config(train)
+        self.input_adam = replace(self.adam, lr=train.input_lr)
         P, r = comm.size, comm.rank
         widths = list(net.hidden)
         scales = layer_scales([net.num_features, *widths], net.init_scale, net.input_sq_norm)
@@ -113,7 +114,9 @@ class Network:
             da = self.comm.reduce_scatter_columns(dh, self.hidden_cols[i])
             layer = self.hidden[i]
             if i == 0:
-                layer.backward(batch.x_ptr, batch.x_idx, batch.x_val, local[0], da, self.adam, adam_step)
+                layer.backward(
+                    batch.x_ptr, batch.x_idx, batch.x_val, local[0], da, self.input_adam, self.adam, adam_step
+                )
             else:
                 dh = layer.backward(full[i - 1], local[i], da, self.adam, adam_step)
         return StepResult(loss=float(out.loss.mean()), active=out.active, head=out.head)

@@ -51,8 +51,10 @@ def loss_and_grads(params, x, t):
 
 
 def adam(params, grads, m, v, step, lr, b1=0.9, b2=0.999, eps=1e-8, rows_mask=None):
-    """Adam in place; rows_mask[i] (bool per row or None) limits the update to touched rows (lazy Adam)."""
-    for i, (w, g) in enumerate(zip(params, grads, strict=True)):
+    """Adam in place; lr: one step size or one per parameter; rows_mask[i] (bool per row or None) limits the
+    update to touched rows (lazy Adam)."""
+    lrs = lr if isinstance(lr, list | tuple) else [lr] * len(params)
+    for i, (w, g, lr) in enumerate(zip(params, grads, lrs, strict=True)):
         mask = rows_mask[i] if rows_mask is not None and rows_mask[i] is not None else slice(None)
         m[i][mask] = b1 * m[i][mask] + (1 - b1) * g[mask]
         v[i][mask] = b2 * v[i][mask] + (1 - b2) * g[mask] ** 2

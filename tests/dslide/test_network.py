@@ -47,7 +47,7 @@ EVERY_NEURON = {
 def test_every_neuron_training_matches_numpy_reference(hidden, adam_mode, path):
     ds = random_dataset()
     net_cfg = NetworkConfig(ds.num_features, ds.num_labels, hidden=hidden, sampling=EVERY_NEURON[path], init_scale=0.3)
-    cfg = TrainConfig(batch_size=16, lr=1e-2, adam=adam_mode)
+    cfg = TrainConfig(batch_size=16, lr=1e-2, input_lr=3e-2, adam=adam_mode)
     net = Network(net_cfg, cfg, Communicator())
     params = engine_params(net)
     m = [np.zeros_like(p) for p in params]
@@ -62,7 +62,8 @@ def test_every_neuron_training_matches_numpy_reference(hidden, adam_mode, path):
             mask = [None] * len(params)
             mask[0] = np.zeros(ds.num_features, dtype=bool)
             mask[0][ds.subset(rows).feat_indices] = True
-        ref.adam(params, grads, m, v, step + 1, cfg.lr, rows_mask=mask)
+        lrs = [cfg.input_lr] + [cfg.lr] * (len(params) - 1)  # the input rows' step size; the input bias: lr
+        ref.adam(params, grads, m, v, step + 1, lrs, rows_mask=mask)
         res = net.train_step(Batch.from_dataset(ds, rows), step)
         assert res.loss == pytest.approx(loss, rel=1e-5)
         for got, want in zip(engine_params(net), params, strict=True):
@@ -92,7 +93,7 @@ def test_engine_loss_matches_finite_differences_of_its_own_forward():
     """lr = 0 leaves weights unchanged, so train_step is a pure loss evaluation we can perturb."""
     ds = random_dataset(n=8)
     net_cfg = NetworkConfig(40, 25, hidden=(6,), sampling=SamplingConfig(mode="dense"), init_scale=0.5)
-    net = Network(net_cfg, TrainConfig(batch_size=8, lr=0.0), Communicator())
+    net = Network(net_cfg, TrainConfig(batch_size=8, lr=0.0, input_lr=0.0), Communicator())
     batch = Batch.from_dataset(ds, np.arange(8))
     params = engine_params(net)
     _, grads = ref.loss_and_grads(params, ref.dense_x(ds, np.arange(8), 40), ref.targets(ds, np.arange(8), 25))
