@@ -34,7 +34,8 @@ def test_tf_dense_matches_dslide_dense_on_the_tiny_preset(tmp_path, start):
     write_xc(tmp_path / "train.txt", train)
     write_xc(tmp_path / "test.txt", test)
     common = ["--train", str(tmp_path / "train.txt"), "--test", str(tmp_path / "test.txt"), "--epochs", "3"]
-    common += ["--lr", "0.01", "--input-lr", "0.03", "--batch-size", "128", "--hidden", "128", "--seed", "0", "--threads", "1", *start]
+    common += ["--lr", "0.01", "--input-lr", "0.03", "--batch-size", "128", "--hidden", "128", "--seed", "0"]
+    common += ["--threads", "1", *start]
     # defaults: both start from dslide's fan-in aware weights and label-prior output biases
     engine = run(
         ["dslide.cli", "train", *common, "--sampling", "dense", "--adam", "dense", "--no-progress"], tmp_path / "d"
