@@ -14,6 +14,7 @@ from typing import Any
 import click
 import numpy as np
 
+from dslide.config import TrainConfig
 from dslide.data.batching import batches, num_batches
 from dslide.data.dataset import SparseDataset
 
@@ -181,10 +182,10 @@ def common_options(fn: Callable) -> Callable:
         click.option("--data-dir", default=None, help="Where registered datasets live (as for dslide train)."),
         click.option("--epochs", default=1, show_default=True),
         click.option("--threads", default=1, show_default=True, help="TensorFlow intra-op and inter-op threads."),
-        click.option("--lr", default=1e-3, show_default=True, help="Adam's learning rate (dslide train's default)."),
+        click.option("--lr", default=TrainConfig.lr, show_default=True, help="Adam's learning rate (dslide train's)."),
         click.option(
             "--input-lr",
-            default=1e-2,
+            default=TrainConfig.input_lr,
             show_default=True,
             help="Adam's learning rate for the first layer's weights (dslide train's --input-lr default).",
         ),

@@ -24,6 +24,7 @@ from baselines.common import (
     train_epoch,
 )
 from baselines.model import BATCH_SIGNATURE, Adam, SparseMLP, evaluate, make_batch, set_threads, soft_target_loss
+from dslide.config import TrainConfig
 from dslide.data.batching import num_batches
 from dslide.data.dataset import SparseDataset
 
@@ -34,8 +35,8 @@ class Settings:
 
     epochs: int = 1
     threads: int = 1
-    lr: float = 1e-3
-    input_lr: float = 1e-2  # W0's rows, as dslide train's --input-lr
+    lr: float = TrainConfig.lr
+    input_lr: float = TrainConfig.input_lr  # W0's rows
     batch_size: int = 128
     hidden: tuple[int, ...] = (128,)
     init_scale: float | None = None  # None: dslide's fan-in aware scales

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from dslide.config import TrainConfig
 from dslide.data.cli import data
 
 
@@ -47,14 +48,14 @@ def _hidden(_ctx, _param, value: str) -> tuple[int, ...]:
 @click.option(
     "--lr",
     type=click.FloatRange(min=0, min_open=True),
-    default=1e-3,
+    default=TrainConfig.lr,
     show_default=True,
     help="Adam step size (SLIDE: 1e-4).",
 )
 @click.option(
     "--input-lr",
     type=click.FloatRange(min=0, min_open=True),
-    default=1e-2,
+    default=TrainConfig.input_lr,
     show_default=True,
     help="Adam step size of the sparse input layer's weight rows (its bias: --lr); rows of rare features need "
     "larger steps (docs/engine.md). SLIDE: one step size, 1e-4.",
@@ -290,7 +291,7 @@ def _data_paths(comm, dataset, data_dir, train_path, test_path, need_test: bool 
 
 
 def _train(comm, train_path, test_path, dataset, data_dir, out_dir, preset, **o) -> None:
-    from dslide.config import LSHConfig, NetworkConfig, SamplingConfig, ScheduleConfig, TrainConfig
+    from dslide.config import LSHConfig, NetworkConfig, SamplingConfig, ScheduleConfig
     from dslide.data.xc_format import load_dataset
     from dslide.train import train as run
 
