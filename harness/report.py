@@ -12,6 +12,7 @@ import functools
 import os
 import statistics
 import tempfile
+from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -706,7 +707,7 @@ def section_differences(measured: list[Measured], machine: dict[str, Any]) -> li
     extrap = sum(1 for r in runs if r["epoch_time_extrapolated"])
     return ["## Where this emulation differs from the paper's hardware", "",
             "- **Cores.** The paper's nodes had 4-16 cores; here an emulated node has 1 core (RQ4: one node of 2) "
-            f"on a {machine.get('cores_available', '?')}-core machine ({machine.get('cpu_model', '?')}). {over} of "
+            f"on a {machine.get('cores_available', '?')}-core machine ({cpu_text(runs)}). {over} of "
             f"{len(runs)} ok runs were **oversubscribed** (more nodes x cores than the machine has: the ranks share "
             "its cores, so their compute is slower than separate nodes'; the records say so).",
             "- **Ratio-preserving rates.** What decides D-SLIDE's advantage is compute speed over link speed. A "
@@ -812,7 +813,7 @@ def profile_section(profile: str, manifest: dict[str, Any], source: Source, figu
              f"{done} of {len(measured)} planned points have an ok record ({len(records)} ok runs with repeats)"
              + ("." if complete else " — **this profile is partial**; missing points say `not run`.") + "",
              f"Records: `{os.path.relpath(source.runs, out)}`, made on {source.machine} "
-             f"({machine.get('cpu_model', '?')}, {machine.get('cores_available', '?')} cores); {dirty} of "
+             f"({cpu_text(records)}, {machine.get('cores_available', '?')} cores); {dirty} of "
              f"{len(records)} from a working tree with uncommitted changes. "
              f"Commits: {', '.join(sorted({_commit(r) for r in records})) or 'none'}.",
              ""]  # fmt: skip
@@ -866,6 +867,15 @@ def invocations_text(manifest: dict[str, Any]) -> str:
         only = f" (only {', '.join(i['only'])})" if i.get("only") else ""
         parts.append(f"started {i.get('started_at')}, {end}{only}")
     return "; ".join(parts) or "no invocation recorded"
+
+
+def cpu_text(records: list[dict[str, Any]]) -> str:
+    """The CPU model the records name; a virtual machine can move between hosts under one machine id, so when
+    they name several, each with its number of runs."""
+    counts = Counter(str((r.get("machine") or {}).get("cpu_model", "?")) for r in records)
+    if len(counts) <= 1:
+        return next(iter(counts), "?")
+    return ", ".join(f"{cpu}: {n} run{'' if n == 1 else 's'}" for cpu, n in counts.most_common())
 
 
 def _commit(record: dict[str, Any]) -> str:

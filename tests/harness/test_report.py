@@ -212,3 +212,15 @@ def test_the_text8_profile_fills_the_text8_row_of_the_first_table(results):
     row = next(line for line in glance.splitlines() if line.startswith("| Text8, 2 nodes"))
     assert "D-SLIDE 2 x 1 core: P@1 0.400" in row and f"{2.0 / 0.05:,.1f}x D-SLIDE's" in row
     assert "## RQ4-TEXT8" in text
+
+
+def test_the_cpu_line_names_every_cpu_the_records_name():
+    """One machine id can span hosts (a moved VM): the report must not print the first record's CPU for all."""
+    from harness.report import cpu_text
+
+    def rec(cpu: str) -> dict:
+        return {"machine": {"cpu_model": cpu}}
+
+    assert cpu_text([rec("Xeon"), rec("Xeon")]) == "Xeon"
+    assert cpu_text([rec("Xeon"), rec("EPYC"), rec("Xeon")]) == "Xeon: 2 runs, EPYC: 1 run"
+    assert cpu_text([]) == "?"
