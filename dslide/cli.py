@@ -66,10 +66,11 @@ def _hidden(_ctx, _param, value: str) -> tuple[int, ...]:
 )
 @click.option(
     "--sampling",
-    type=click.Choice(["lsh", "uniform", "dense"]),
+    type=click.Choice(["lsh", "uniform", "dense", "exact"]),
     default="lsh",
     show_default=True,
-    help="lsh: SLIDE; uniform: labels + uniform negatives (no tables); dense: the full softmax.",
+    help="lsh: SLIDE; uniform: labels + uniform negatives (no tables); dense: the full softmax; exact: the --topk "
+    "largest logits per sample in place of the tables (perfect retrieval, a yardstick: a full matrix product a step).",
 )
 @click.option(
     "--hash",
@@ -107,7 +108,7 @@ def _hidden(_ctx, _param, value: str) -> tuple[int, ...]:
     type=click.IntRange(min=1),
     default=3000,
     show_default=True,
-    help="Active neurons kept with --strategy topk.",
+    help="Retrieved neurons kept with --strategy topk; with --sampling exact, retrieved per sample.",
 )
 @click.option(
     "--min-hits",

@@ -29,10 +29,11 @@ class LSHConfig:
 class SamplingConfig:
     """How the active neurons of a layer are chosen per input."""
 
-    mode: Literal["lsh", "uniform", "dense"] = "lsh"  # uniform: no tables, labels + uniform padding (a control);
-    # dense: every neuron is active (the full softmax)
+    mode: Literal["lsh", "uniform", "dense", "exact"] = "lsh"  # uniform: no tables, labels + uniform padding (a
+    # control); dense: every neuron is active (the full softmax); exact: the topk largest logits per sample in place
+    # of the tables (perfect retrieval: the yardstick for the tables; a full matrix product a step)
     strategy: Literal["vanilla", "topk"] = "vanilla"  # vanilla: union of the L buckets
-    topk: int = 3000  # strategy=topk: keep the k neurons seen in most buckets
+    topk: int = 3000  # strategy=topk: keep the k neurons seen in most buckets; mode=exact: retrieve k per sample
     min_hits: int = 1  # keep only neurons found in at least this many of the L buckets: the number active then
     # depends on the input (how strongly its buckets agree), not on a fixed count; 1 = the whole union
     active_budget: int = 0  # > 0: per input, raise min_hits until at most this many retrieved neurons remain

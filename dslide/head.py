@@ -189,9 +189,8 @@ class OutputHead:
         top = np.concatenate([t for _, _, t in tops], axis=1)
         hit = np.zeros(top.shape, dtype=np.int64)
         retrieved = np.zeros(B, dtype=np.int64)
-        if self.layer.tables is not None:
-            no_labels = np.zeros(B + 1, dtype=np.int64)
-            act = self.layer.sampler.select(h, no_labels, np.zeros(0, np.int32), step, pad=False, record=False)
+        if self.layer.sampler.retrieves:
+            act = self.layer.retrieve(h, step)
             local = np.where(top >= 0, self.g2l[np.maximum(top, 0)], -1)  # -1: another rank's neuron
             hit = in_rows(act.ptr, act.ids, local, len(self.owned)).astype(np.int64)
             retrieved = np.diff(act.ptr).astype(np.int64)

@@ -217,7 +217,9 @@ class SampledOutputLayer:
         self.sampler.maybe_refresh(step, self.params.W, self.bias.b)
 
     def select(self, h: np.ndarray, lab_ptr: np.ndarray, lab_ids: np.ndarray, step: int) -> ActiveSet:
-        return self.sampler.select(h, lab_ptr, lab_ids, step, all_rows=self.sampling_all_rows)
+        return self.sampler.select(
+            h, lab_ptr, lab_ids, step, all_rows=self.sampling_all_rows, weights=self.params.W, bias=self.bias.b
+        )
 
     def logits(self, h: np.ndarray, act: ActiveSet, inv_ylen: np.ndarray) -> tuple[np.ndarray, ...]:
         """Fills act.z; returns per-sample (local max, local sum exp(z - max), sum of label logits / |y|)."""
@@ -320,11 +322,17 @@ class SampledOutputLayer:
         scores, ids = top_logits(h, self.params.W, self.bias.b, k, exclude)
         return scores, np.where(ids >= 0, self.owned[np.maximum(ids, 0)], -1)
 
+    def retrieve(self, h: np.ndarray, step: int) -> ActiveSet:
+        """What the tables (or mode "exact") return for each row of h: no labels, no padding."""
+        no_labels = np.zeros(h.shape[0] + 1, dtype=np.int64)
+        return self.sampler.select(
+            h, no_labels, np.zeros(0, np.int32), step, pad=False, record=False, weights=self.params.W, bias=self.bias.b
+        )
+
     def sampled_topk(self, h: np.ndarray, k: int, step: int) -> tuple[np.ndarray, np.ndarray]:
         """Best k among the LSH-retrieved neurons only (no labels, no padding): SLIDE's sparse inference."""
         B = h.shape[0]
-        no_labels = np.zeros(B + 1, dtype=np.int64)
-        act = self.sampler.select(h, no_labels, np.zeros(0, dtype=np.int32), step, pad=False, record=False)
+        act = self.retrieve(h, step)
         self.logits(h, act, np.zeros(B, dtype=np.float32))
         scores = np.full((B, k), -np.inf, dtype=np.float32)
         ids = np.full((B, k), -1, dtype=np.int64)

@@ -6,7 +6,8 @@ rebuild schedule, and counts what it does (SamplingStats), so a run can show whe
 the neurons that matter or whether the active set is mostly padding.
 
 Modes: "lsh" (SLIDE), "uniform" (no tables: labels + uniform padding, the control that shows what LSH adds),
-"dense" (every neuron: the full softmax).
+"dense" (every neuron: the full softmax), "exact" (the exact top-k logits in place of the tables: what perfect
+retrieval would return, the yardstick for any hash family; it costs a full matrix product a step).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import numpy as np
 from dslide.config import LSHConfig, SamplingConfig, ScheduleConfig
 from dslide.kernels.adam import group_by_row
 from dslide.kernels.sampling import active_upper_bounds, compact, select_active
-from dslide.kernels.topk import merge_topk
+from dslide.kernels.topk import merge_topk, row_topk_ids
 
 STATS_SAMPLES_PER_STEP = 16  # per-sample retrieval counts kept for quantiles: the first 16 samples of a batch
 # A learned hash family (dslide/lsh/learned.py) is fitted on the latest FIT_QUERIES training inputs (the first
@@ -142,6 +143,11 @@ class OutputSampler:
         return self.cfg.mode == "lsh"
 
     @property
+    def retrieves(self) -> bool:
+        """Whether a head of neurons is retrieved per input (from the tables or, mode "exact", by exact logits)."""
+        return self.cfg.mode in ("lsh", "exact")
+
+    @property
     def learns_hashes(self) -> bool:
         return self.family is not None and hasattr(self.family, "fit")
 
@@ -226,7 +232,12 @@ class OutputSampler:
 
     # -- selection -------------------------------------------------------------------------------------
 
-    def _codes(self, h: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _codes(
+        self, h: np.ndarray, weights: np.ndarray | None, bias: np.ndarray | None, frequent: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(codes, offsets, ids) for select_active: each sample's bucket in each table, and the tables."""
+        if self.cfg.mode == "exact":  # the frequent neurons are active anyway: rank the others
+            return exact_buckets(h, weights, bias, self.topk, frequent)
         if self.tables is None:
             return np.zeros((h.shape[0], 0), np.int32), np.zeros((0, 2), np.int32), np.zeros((0, 0), np.int32)
         return self.family.hash_queries(h), self.tables.offsets, self.tables.ids
@@ -241,17 +252,22 @@ class OutputSampler:
         pad: bool = True,
         all_rows: bool = False,
         record: bool = True,
+        weights: np.ndarray | None = None,
+        bias: np.ndarray | None = None,
     ) -> ActiveSet:
         """Active neurons per sample: this rank's labels, then LSH buckets (or none), then uniform padding.
 
         pad=False returns what the tables retrieve (SLIDE's sparse inference). all_rows groups every neuron,
-        touched or not (SLIDE's dense Adam visits every row).
+        touched or not (SLIDE's dense Adam visits every row). weights, bias: this rank's output layer (mode
+        "exact" only: it ranks every neuron by its logit).
         """
         if self.marks.shape[0] != numba.get_num_threads():
             self.marks = np.zeros((numba.get_num_threads(), self.n), dtype=np.int32)
-        codes, offsets, ids = self._codes(h)
+        if self.cfg.mode == "exact" and weights is None:
+            raise ValueError("sampling mode 'exact' needs the layer's weights to rank the neurons")
         min_active, pad_threshold, tail = (self.min_active, self.pad_threshold, self.tail) if pad else (0, 0, 0)
         frequent = self.frequent if pad else np.zeros(0, dtype=np.int32)
+        codes, offsets, ids = self._codes(h, weights, bias, frequent)
         ub = active_upper_bounds(codes, offsets, lab_ptr, len(frequent), min_active, tail, self.n)
         buf_ptr = np.zeros(len(ub) + 1, dtype=np.int64)
         np.cumsum(ub, out=buf_ptr[1:])
@@ -321,6 +337,26 @@ def in_rows(ptr: np.ndarray, ids: np.ndarray, items: np.ndarray, n: int) -> np.n
     have = np.repeat(np.arange(len(ptr) - 1, dtype=np.int64), np.diff(ptr)) * n + ids
     want = np.arange(items.shape[0], dtype=np.int64)[:, None] * n + items
     return (items >= 0) & np.isin(want, have)
+
+
+def exact_buckets(
+    h: np.ndarray, weights: np.ndarray, bias: np.ndarray | None, k: int, exclude: np.ndarray, rows: int = 128
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Mode "exact" as one table with a bucket per sample: (codes, offsets, ids) whose bucket b holds the k
+    neurons with the largest logits h[b] @ W.T + bias, the excluded (always-active) ones left out."""
+    B = h.shape[0]
+    k = max(0, min(k, weights.shape[0] - len(exclude)))
+    ids = np.empty((B, k), dtype=np.int64)
+    for start in range(0, B, rows):  # a few rows at a time: a (rows, N) block of logits, not (B, N)
+        block = h[start : start + rows] @ weights.T
+        if bias is not None:
+            block += bias
+        block[:, exclude] = -np.inf
+        if k:
+            row_topk_ids(block, k, ids[start : start + rows])
+    codes = np.arange(B, dtype=np.int32)[:, None]
+    offsets = (np.arange(B + 1, dtype=np.int32) * k)[None, :]
+    return codes, offsets, ids.astype(np.int32).reshape(1, -1)
 
 
 def top_logits(

@@ -275,7 +275,7 @@ def _sampling_record(net: Network, comm: Communicator) -> dict[str, Any]:
     """
     s = net.output.sampler.reset_stats()
     heads = np.zeros(0, np.int64)
-    if net.output.tables is not None and s.retrieved_sample:  # uniform or dense runs retrieve nothing
+    if net.output.sampler.retrieves and s.retrieved_sample:  # uniform or dense runs retrieve nothing
         heads = comm.allreduce(np.concatenate(s.retrieved_sample).astype(np.int64))
     active = comm.allreduce(np.concatenate(s.active_sample).astype(np.int64)) if s.active_sample else np.zeros(0)
     parts = comm.allreduce(np.array([s.labels, s.frequent, s.retrieved, s.padding], dtype=np.int64)).astype(float)

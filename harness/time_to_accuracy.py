@@ -10,6 +10,9 @@ Arms (all on one node, the same threads):
 - uniform:  labels + frequent labels + uniform negatives, padded to the defaults' measured active count:
             the control that shows what the hash tables add
 - dense:    the full softmax
+- exact:    the exact top logits in place of the tables, as many per sample as the defaults' tables returned:
+            perfect retrieval, the yardstick for the tables (a full matrix product a step, so its time is no
+            guide; its P@1 is what better hashing could buy)
 - drift:    the defaults with drift-triggered rebuilds (threshold 0.1): the fastest fixed-hash arm measured
 - learned:  learned hash functions (`--hash learned --bits 14`, dslide/lsh/learned.py), drift-triggered rebuilds
 - learned-refit: the same, refitted every 200 steps (threshold 0.2): the reproduction's learned-hash arm
@@ -38,6 +41,7 @@ ARMS: dict[str, list[str]] = {
     "slide": ["--preset", "slide"],
     "uniform": ["--sampling", "uniform"],  # + --min-active/--pad-threshold from the defaults' run
     "dense": ["--sampling", "dense"],
+    "exact": ["--sampling", "exact"],  # + --topk from the defaults' run
     "drift": ["--rebuild-trigger", "drift", "--drift-threshold", "0.1"],
     "learned": ["--hash", "learned", "--bits", "14", "--rebuild-trigger", "drift", "--drift-threshold", "0.1"],
     "learned-refit": list(LEARNED_HASH_ARGS),
@@ -190,7 +194,7 @@ def run(
     """Train the missing arms (or, collect_only, just gather what each arm's directory holds), then summarise."""
     out.mkdir(parents=True, exist_ok=True)
     results: list[dict[str, Any]] = []
-    active = None
+    active = retrieved = None
     for arm in arms:
         if collect_only:
             if (out / arm / "metrics.jsonl").exists():
@@ -203,10 +207,15 @@ def run(
             if active is None:
                 raise click.UsageError("the uniform arm needs the defaults arm first (it copies its active count)")
             extra += ["--min-active", str(active), "--pad-threshold", str(active + 1)]
+        if arm == "exact":
+            if retrieved is None:
+                raise click.UsageError("the exact arm needs the defaults arm first (it copies its retrieved count)")
+            extra += ["--topk", str(retrieved)]
         result = run_arm(arm, dataset, epochs, threads, out, extra, eval_slice, test_points)
         result["epochs_planned"] = epochs
         if arm == "defaults":
             active = round(sum(e["avg_active"] for e in result["epochs"]) / len(result["epochs"]))
+            retrieved = round(sum(e["avg_active"] * e["lsh_share"] for e in result["epochs"]) / len(result["epochs"]))
         results.append(result)
     if not results:
         raise click.UsageError(f"{out}: no arm has a finished epoch to summarise")

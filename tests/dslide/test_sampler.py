@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from dslide.config import LSHConfig, SamplingConfig, ScheduleConfig
 from dslide.sampler import OutputSampler, bucket_occupancy
@@ -76,3 +77,32 @@ def test_bucket_occupancy():
     assert occ["bucket_fill_mean"] == 2.0
     assert occ["buckets_full_share"] == 0.75
     assert occ["neurons_dropped_share"] == 0.0
+
+
+def test_exact_mode_retrieves_the_largest_logits_after_the_labels_and_frequent_neurons():
+    n, B, k = 2000, 12, 40
+    rng = np.random.default_rng(5)
+    W = rng.standard_normal((n, 16)).astype(np.float32)
+    bias = rng.standard_normal(n).astype(np.float32)
+    h = rng.standard_normal((B, 16)).astype(np.float32)
+    s = sampler(n, mode="exact", topk=k, frequent=10, min_active=0, pad_threshold=0, tail=0)
+    s.set_frequent(np.arange(n)[::-1], np.arange(n))  # neurons 0..9 are the commonest labels
+    lab_ptr, lab_ids = labels(B, n, 2)
+    act = s.select(h, lab_ptr, lab_ids, 0, weights=W, bias=bias)
+    z = h @ W.T + bias
+    z[:, :10] = -np.inf
+    for b in range(B):
+        ids = act.ids[act.ptr[b] : act.ptr[b + 1]]
+        mine = lab_ids[lab_ptr[b] : lab_ptr[b + 1]]
+        assert list(ids[:2]) == list(mine)
+        assert set(ids[2 : act.fixed[b]]) == set(range(10)) - set(mine)
+        best = set(np.argsort(-z[b])[:k])
+        assert set(ids[act.fixed[b] : act.head[b]]) == best - set(mine)
+        assert act.head[b] == act.ptr[b + 1] - act.ptr[b]  # no padding asked for
+
+
+def test_exact_mode_needs_the_weights():
+    s = sampler(100, mode="exact", topk=5)
+    lab_ptr, lab_ids = labels(2, 100, 1)
+    with pytest.raises(ValueError, match="weights"):
+        s.select(np.ones((2, 16), np.float32), lab_ptr, lab_ids, 0)

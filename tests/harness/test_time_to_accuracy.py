@@ -38,3 +38,14 @@ def test_collect_only_keeps_the_arm_arguments_and_skips_the_ceiling_without_data
                   arm_args=["--frequent", "0"])  # fmt: skip
     assert summary["arm_args"] == ["--frequent", "0"] and summary["count_predictor_p@1"] is None
     assert (tmp_path / "summary.json").exists() and (tmp_path / "time-to-accuracy.png").exists()
+
+
+def test_the_uniform_and_exact_arms_need_the_defaults_arm_first(tmp_path):
+    import click
+    import pytest
+
+    from harness.time_to_accuracy import run
+
+    for arm, what in (("uniform", "active count"), ("exact", "retrieved count")):
+        with pytest.raises(click.UsageError, match=what):
+            run("no-such-dataset", 1, 2, tmp_path, [arm], 100, 100)
