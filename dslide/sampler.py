@@ -347,7 +347,7 @@ def exact_buckets(
     B = h.shape[0]
     k = max(0, min(k, weights.shape[0] - len(exclude)))
     ids = np.empty((B, k), dtype=np.int64)
-    for start in range(0, B, rows):  # a few rows at a time: a (rows, N) block of logits, not (B, N)
+    for start in range(0, B, rows):  # a batch larger than `rows` holds a (rows, N) block of logits, not (B, N)
         block = h[start : start + rows] @ weights.T
         if bias is not None:
             block += bias

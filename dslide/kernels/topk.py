@@ -53,7 +53,6 @@ def row_topk_ids(scores: np.ndarray, k: int, out: np.ndarray) -> None:
         sample = np.sort(row[::stride])
         # the sample's entry above which ~2k of the row's N scores are expected to lie
         pos = len(sample) - 1 - min(len(sample) - 1, (2 * k * len(sample)) // N + 1)
-        cand = np.empty(0, dtype=np.int64)
         while True:
             threshold = sample[pos] if pos >= 0 else -np.inf
             cand = np.flatnonzero(row >= threshold)
