@@ -243,12 +243,18 @@ def sampled_bit_codes(
     n, m = proj.shape
     L, K = select.shape
     for blk in numba.prange((n + ROW_BLOCK - 1) // ROW_BLOCK):
-        bits = np.empty(m, dtype=np.int32)  # one row's m bits, so the L * K lookups stay in cache
-        for r in range(blk * ROW_BLOCK, min(n, (blk + 1) * ROW_BLOCK)):
+        r0 = blk * ROW_BLOCK
+        nr = min(ROW_BLOCK, n - r0)
+        bits = np.empty((m, nr), dtype=np.int32)  # transposed, so a table's K bit reads run across the rows
+        code = np.empty(nr, dtype=np.int32)
+        for r in range(nr):
             for j in range(m):
-                bits[j] = 1 if proj[r, j] > thresholds[j] else 0
-            for t in range(L):
-                code = 0
-                for k in range(K):
-                    code = (code << 1) | bits[select[t, k]]
-                out[r, t] = code
+                bits[j, r] = 1 if proj[r0 + r, j] > thresholds[j] else 0
+        for t in range(L):
+            code[:] = 0
+            for k in range(K):
+                col = bits[select[t, k]]
+                for r in range(nr):
+                    code[r] = (code[r] << 1) | col[r]
+            for r in range(nr):
+                out[r0 + r, t] = code[r]
