@@ -418,8 +418,15 @@ def inspect(run_dir, train_path, dataset, data_dir, points, as_json) -> None:
 @lsh.command()
 @run_and_data
 @click.option("--queries", type=click.IntRange(min=1), default=1024, show_default=True, help="Held-out inputs probed.")
+@click.option(
+    "--draws",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Draws of the training inputs the learned family is fitted on and the tables are probed with.",
+)
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), help="Also write the records (JSON lines) here.")
-def compare(run_dir, train_path, dataset, data_dir, queries, out_path) -> None:
+def compare(run_dir, train_path, dataset, data_dir, queries, draws, out_path) -> None:
     """DWTA, SLIDE's DWTA bucket ids and learned hashes side by side on RUN_DIR's trained network (one rank):
     neurons retrieved against recall of the exact top-5 logits (docs/lsh.md)."""
     import json
@@ -430,11 +437,11 @@ def compare(run_dir, train_path, dataset, data_dir, queries, out_path) -> None:
 
     train_path, _ = _data_paths(Communicator(), dataset, data_dir, train_path, None, need_test=False)
     records = []
-    for rec in compare_families(Path(run_dir), load_dataset(train_path), queries):
+    for rec in compare_families(Path(run_dir), load_dataset(train_path), queries, draws=draws):
         records.append(rec)
         seed = f" seed {rec['seed']}" if rec["seed"] is not None else ""
-        click.echo(f"{rec['family']:14s} {rec['code_layout']:6s} K={rec['K']:<3d}{seed:8s} retrieved "
-                   f"{rec['retrieved_mean']:8,.0f}  recall top-5 {rec['recall_top5']:.4f}  "
+        click.echo(f"draw {rec['draw']} {rec['family']:14s} {rec['code_layout']:6s} K={rec['K']:<3d}{seed:8s} "
+                   f"retrieved {rec['retrieved_mean']:8,.0f}  recall top-5 {rec['recall_top5']:.4f}  "
                    f"tail top-5 {rec['recall_tail_top5']:.4f}")  # fmt: skip
     if out_path:
         tmp = Path(out_path).with_suffix(".tmp")

@@ -63,9 +63,10 @@ def recall(ptr: np.ndarray, ids: np.ndarray, top: np.ndarray) -> float:
 
 
 def compare(
-    run_dir: Path, train_ds: SparseDataset, queries: int = 1024, seeds: tuple[int, ...] = (3, 4, 5)
+    run_dir: Path, train_ds: SparseDataset, queries: int = 1024, seeds: tuple[int, ...] = (3, 4, 5), draws: int = 1
 ) -> Iterator[dict[str, Any]]:
-    """One record per (family, K[, seed]) on the run's latest checkpoint (single rank)."""
+    """One record per (draw, family, K[, seed]) on the run's latest checkpoint (single rank). Each draw takes other
+    training inputs to fit and to probe with: fits vary with their inputs as much as with their seeds."""
     comm = Communicator()
     if comm.size != 1:
         raise ValueError("dslide lsh compare runs on one rank (it needs the whole output layer)")
@@ -73,38 +74,41 @@ def compare(
     net_cfg = net.cfg
     layer = net.output
     W, bias, frequent = layer.params.W, layer.bias.b, layer.sampler.frequent
-    order = np.random.default_rng([int(meta["global_step"]), 11]).permutation(len(train_ds))
-    fit_rows, probe_rows = np.sort(order[:FIT_QUERIES]), np.sort(order[FIT_QUERIES : FIT_QUERIES + queries])
+    cfg = net_cfg.lsh
 
     def hidden(rows: np.ndarray) -> np.ndarray:
         _, full = net._hidden_forward(Batch.from_dataset(train_ds, rows))
         return np.ascontiguousarray(full[-1])
 
-    h_fit, h_probe = hidden(fit_rows), hidden(probe_rows)
-    top_all = top_logits(h_probe, W, bias, 5)[1]
-    top_tail = top_logits(h_probe, W, bias, 5, exclude=frequent)[1]
-    positives = top_logits(h_fit, W, bias, 5, exclude=frequent)[1]
-    cfg = net_cfg.lsh
-    base = {"run": str(run_dir), "step": int(meta["global_step"]), "queries": len(probe_rows), "L": cfg.num_tables,
-            "R": cfg.range_pow, "bucket_capacity": cfg.bucket_capacity}  # fmt: skip
-    for name, layout, ks in ARMS:
-        for K in ks:
-            if name != "dwta" and cfg.range_pow < K:  # sign-bit codes must fit the run's buckets
-                continue
-            family_name = "learned" if name == "balanced-bits" else name
-            lsh = dataclasses.replace(cfg, family=family_name, bits_per_table=K, code_layout=layout)
-            for seed in seeds if name == "learned" else (None,):
-                family = make_family(lsh, W.shape[1], 1)
-                fit_s = 0.0
-                if name == "balanced-bits":
-                    family.set_thresholds(h_fit, W[:: max(1, len(W) // 16384)])
-                elif name == "learned":
-                    t0 = time.perf_counter()
-                    family.fit(h_fit, positives, W, seed=seed)
-                    fit_s = time.perf_counter() - t0
-                tables = LSHTables(lsh.num_tables, lsh.range_pow, lsh.bucket_capacity, lsh.insertion)
-                tables.rebuild(family, W)
-                ptr, ids = retrieved_sets(family, tables, h_probe)
-                yield {**base, "family": name, "code_layout": layout, "K": K, "seed": seed, "fit_s": fit_s,
-                       "retrieved_mean": float(np.diff(ptr).mean()), "recall_top5": recall(ptr, ids, top_all),
-                       "recall_tail_top5": recall(ptr, ids, top_tail)}  # fmt: skip
+    for draw in range(draws):
+        # draw 0 keeps the rows of records made before draws existed
+        key = [int(meta["global_step"]), 11] + ([draw] if draw else [])
+        order = np.random.default_rng(key).permutation(len(train_ds))
+        fit_rows, probe_rows = np.sort(order[:FIT_QUERIES]), np.sort(order[FIT_QUERIES : FIT_QUERIES + queries])
+        h_fit, h_probe = hidden(fit_rows), hidden(probe_rows)
+        top_all = top_logits(h_probe, W, bias, 5)[1]
+        top_tail = top_logits(h_probe, W, bias, 5, exclude=frequent)[1]
+        positives = top_logits(h_fit, W, bias, 5, exclude=frequent)[1]
+        base = {"run": str(run_dir), "step": int(meta["global_step"]), "draw": draw, "queries": len(probe_rows),
+                "L": cfg.num_tables, "R": cfg.range_pow, "bucket_capacity": cfg.bucket_capacity}  # fmt: skip
+        for name, layout, ks in ARMS:
+            for K in ks:
+                if name != "dwta" and cfg.range_pow < K:  # sign-bit codes must fit the run's buckets
+                    continue
+                family_name = "learned" if name == "balanced-bits" else name
+                lsh = dataclasses.replace(cfg, family=family_name, bits_per_table=K, code_layout=layout)
+                for seed in seeds if name == "learned" else (None,):
+                    family = make_family(lsh, W.shape[1], 1)
+                    fit_s = 0.0
+                    if name == "balanced-bits":
+                        family.set_thresholds(h_fit, W[:: max(1, len(W) // 16384)])
+                    elif name == "learned":
+                        t0 = time.perf_counter()
+                        family.fit(h_fit, positives, W, seed=seed)
+                        fit_s = time.perf_counter() - t0
+                    tables = LSHTables(lsh.num_tables, lsh.range_pow, lsh.bucket_capacity, lsh.insertion)
+                    tables.rebuild(family, W)
+                    ptr, ids = retrieved_sets(family, tables, h_probe)
+                    yield {**base, "family": name, "code_layout": layout, "K": K, "seed": seed, "fit_s": fit_s,
+                           "retrieved_mean": float(np.diff(ptr).mean()), "recall_top5": recall(ptr, ids, top_all),
+                           "recall_tail_top5": recall(ptr, ids, top_tail)}  # fmt: skip
