@@ -431,9 +431,12 @@ def compare(run_dir, train_path, dataset, data_dir, queries, draws, out_path) ->
     neurons retrieved against recall of the exact top-5 logits (docs/lsh.md)."""
     import json
 
+    import numpy as np
+
     from dslide.comm import Communicator
     from dslide.data.xc_format import load_dataset
     from dslide.lsh.compare import compare as compare_families
+    from dslide.lsh.compare import learned_over_dwta
 
     train_path, _ = _data_paths(Communicator(), dataset, data_dir, train_path, None, need_test=False)
     records = []
@@ -443,6 +446,9 @@ def compare(run_dir, train_path, dataset, data_dir, queries, draws, out_path) ->
         click.echo(f"draw {rec['draw']} {rec['family']:14s} {rec['code_layout']:6s} K={rec['K']:<3d}{seed:8s} "
                    f"retrieved {rec['retrieved_mean']:8,.0f}  recall top-5 {rec['recall_top5']:.4f}  "
                    f"tail top-5 {rec['recall_tail_top5']:.4f}")  # fmt: skip
+    for K, ratios in sorted(learned_over_dwta(records).items()):
+        click.echo(f"learned K={K}: tail top-5 recall / DWTA's at the same count (computed), median of {len(ratios)} "
+                   f"fits {np.median(ratios):.2f}, range {min(ratios):.2f}-{max(ratios):.2f}")  # fmt: skip
     if out_path:
         tmp = Path(out_path).with_suffix(".tmp")
         tmp.write_text("".join(json.dumps(r) + "\n" for r in records))

@@ -112,3 +112,23 @@ def compare(
                     yield {**base, "family": name, "code_layout": layout, "K": K, "seed": seed, "fit_s": fit_s,
                            "retrieved_mean": float(np.diff(ptr).mean()), "recall_top5": recall(ptr, ids, top_all),
                            "recall_tail_top5": recall(ptr, ids, top_tail)}  # fmt: skip
+
+
+def dwta_at(records: list[dict[str, Any]], draw: int, retrieved: float) -> float:
+    """DWTA's tail top-5 recall at `retrieved` neurons in one draw (engine's bucket ids): log-linear between the two
+    K whose counts bracket it, the nearest end outside them (*computed*: DWTA has no K in between)."""
+    pts = sorted((r["retrieved_mean"], r["recall_tail_top5"]) for r in records
+                 if r["family"] == "dwta" and r["code_layout"] == "packed" and r["draw"] == draw)  # fmt: skip
+    counts = np.log([max(c, 1e-9) for c, _ in pts])
+    recalls = np.log([max(v, 1e-9) for _, v in pts])
+    return float(np.exp(np.interp(np.log(retrieved), counts, recalls)))
+
+
+def learned_over_dwta(records: list[dict[str, Any]]) -> dict[int, list[float]]:
+    """Per K, every learned fit's tail top-5 recall over DWTA's at the same retrieved count, in its own draw."""
+    out: dict[int, list[float]] = {}
+    for r in records:
+        if r["family"] == "learned":
+            ratio = r["recall_tail_top5"] / max(dwta_at(records, r["draw"], r["retrieved_mean"]), 1e-9)
+            out.setdefault(r["K"], []).append(ratio)
+    return out

@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 import subprocess
 
+import pytest
+
+from dslide.lsh.compare import dwta_at, learned_over_dwta
 from tests.dslide.test_train import dslide_exe, env, files, train_cmd  # noqa: F401 (files is a fixture)
 
 
@@ -29,3 +32,17 @@ def test_compare_measures_every_family_on_the_same_network(files, tmp_path):  # 
             and r["draw"] == 0}  # fmt: skip
     assert dwta[4] > dwta[5] > dwta[6]  # more bits per table, smaller buckets
     assert printed.count("retrieved") == len(records)
+    assert "learned K=12: tail top-5 recall / DWTA's at the same count" in printed
+
+
+def test_learned_recall_is_divided_by_dwtas_interpolated_at_its_own_count_and_draw():
+    def rec(family, draw, retrieved, tail, K=5):
+        return {"family": family, "code_layout": "packed", "draw": draw, "K": K, "retrieved_mean": retrieved,
+                "recall_tail_top5": tail}  # fmt: skip
+
+    records = [rec("dwta", 0, 100, 0.01), rec("dwta", 0, 10_000, 0.04), rec("dwta", 1, 100, 0.02),
+               rec("dwta", 1, 10_000, 0.08), rec("dwta", 0, 1_000, 0.5, K=9) | {"code_layout": "slide"}]  # fmt: skip
+    assert dwta_at(records, 0, 1_000) == pytest.approx(0.02)  # halfway in log count, geometric mean of recall
+    assert dwta_at(records, 0, 10) == pytest.approx(0.01)  # outside: the nearest end
+    learned = [rec("learned", 0, 1_000, 0.05, K=13), rec("learned", 1, 1_000, 0.05, K=13)]
+    assert learned_over_dwta(records + learned) == {13: [pytest.approx(2.5), pytest.approx(1.25)]}
