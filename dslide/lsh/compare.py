@@ -4,10 +4,11 @@ neurons the tables retrieve (`dslide lsh compare RUN_DIR`).
 The network (a single-rank run's latest checkpoint) is fixed; only the hashing changes. For each family and K
 the output layer's weights are hashed into fresh tables (L, R and bucket capacity from the run), held-out
 training inputs query them, and the figures are: mean neurons retrieved (the union of the L buckets, no labels,
-no padding), recall of the exact top-5 logits, and recall of the top-5 among the neurons the tables must find
-("tail": the run's always-active frequent neurons left out). Learned families are fitted on other training
-inputs (their positives: the tail top-5), once per seed. Recall is only comparable at equal retrieved counts:
-compare a family with the others' curves, not a single point.
+no padding), recall of the exact top-5 logits, recall of the top-5 among the neurons the tables must find
+("tail": the run's always-active frequent neurons left out), and how many distinct neurons that tail holds.
+Learned families are fitted on other training inputs (their positives: the tail top-5), once per seed and draw.
+Recall is only comparable at equal retrieved counts: compare a family with the others' curves, not a single
+point (learned_over_dwta does, for the learned fits).
 """
 
 from __future__ import annotations
@@ -89,8 +90,10 @@ def compare(
         top_all = top_logits(h_probe, W, bias, 5)[1]
         top_tail = top_logits(h_probe, W, bias, 5, exclude=frequent)[1]
         positives = top_logits(h_fit, W, bias, 5, exclude=frequent)[1]
+        # how query-specific the tables' job is: few distinct neurons in the tail top-5 = the same popular ones
         base = {"run": str(run_dir), "step": int(meta["global_step"]), "draw": draw, "queries": len(probe_rows),
-                "L": cfg.num_tables, "R": cfg.range_pow, "bucket_capacity": cfg.bucket_capacity}  # fmt: skip
+                "L": cfg.num_tables, "R": cfg.range_pow, "bucket_capacity": cfg.bucket_capacity,
+                "tail_top5_distinct": len(np.unique(top_tail))}  # fmt: skip
         for name, layout, ks in ARMS:
             for K in ks:
                 if name != "dwta" and cfg.range_pow < K:  # sign-bit codes must fit the run's buckets

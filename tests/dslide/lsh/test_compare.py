@@ -27,7 +27,7 @@ def test_compare_measures_every_family_on_the_same_network(files, tmp_path):  # 
     assert {r["draw"] for r in records} == {0, 1}
     for r in records:
         assert 0 <= r["recall_top5"] <= 1 and 0 <= r["recall_tail_top5"] <= 1 and 0 <= r["retrieved_mean"] <= 120
-        assert r["queries"] == 200
+        assert r["queries"] == 200 and 1 <= r["tail_top5_distinct"] <= 200 * 5
     dwta = {r["K"]: r["retrieved_mean"] for r in records if r["family"] == "dwta" and r["code_layout"] == "packed"
             and r["draw"] == 0}  # fmt: skip
     assert dwta[4] > dwta[5] > dwta[6]  # more bits per table, smaller buckets
