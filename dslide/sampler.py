@@ -67,6 +67,7 @@ class SamplingStats:
     rebuild_seconds: float = 0.0
     drift_seconds: float = 0.0  # spent measuring the weights' drift (trigger "drift")
     fits: int = 0  # fits of a learned hash family
+    fits_rejected: int = 0  # ... whose functions did worse on held-out inputs than the current ones (not kept)
     fit_seconds: float = 0.0  # spent on them (finding the positives included; the rebuild after is not)
     buckets: dict[str, float] = field(default_factory=dict)  # occupancy after the latest rebuild
 
@@ -226,9 +227,10 @@ class OutputSampler:
         queries = self.queries[:n]
         _, positives = top_logits(queries, weights, bias, FIT_POSITIVES, exclude=self.frequent)
         iters = FIRST_FIT_ITERS if self.family.fits == 0 else REFIT_ITERS  # later fits start from the last one
-        self.family.fit(queries, positives, weights, seed=(self.hash_seed * 7919 + step) % (2**63), iters=iters)
+        fit = self.family.fit(queries, positives, weights, seed=(self.hash_seed * 7919 + step) % (2**63), iters=iters)
         self.stats.fit_seconds += time.perf_counter() - t0
         self.stats.fits += 1
+        self.stats.fits_rejected += not fit["kept"]
 
     # -- selection -------------------------------------------------------------------------------------
 

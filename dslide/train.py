@@ -296,6 +296,7 @@ def _sampling_record(net: Network, comm: Communicator) -> dict[str, Any]:
         "rebuild_time_s": comm.max_scalar(s.rebuild_seconds),
         "drift_check_time_s": comm.max_scalar(s.drift_seconds),
         "hash_fits": int(comm.max_scalar(s.fits)),
+        "hash_fits_rejected": int(comm.max_scalar(s.fits_rejected)),
         "hash_fit_time_s": comm.max_scalar(s.fit_seconds),
     }
     if net.output.sampler.drift is not None:  # the latest drift measured, mean over ranks

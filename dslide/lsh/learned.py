@@ -82,15 +82,28 @@ class LearnedHash:
         neg_weight: float = 1.0,
         decorrelation: float = 0.1,
         threshold_rows: int = 16384,
+        holdout: float = 0.25,
     ) -> dict[str, float]:
         """Train on queries (n, dim) and positives (n, k) (rows of weights with large logits for each query), then
-        reset both sides' thresholds to their medians. Warm-starts from the current projections. Returns the
-        positives' and negatives' mean soft agreement after the last step (both in [-1, 1]; chance is 0)."""
+        reset both sides' thresholds to their medians. Warm-starts from the current projections.
+
+        The last `holdout` share of the queries is not trained on: the new functions are kept only if their
+        positives collide with those queries at least as well as the current functions' do (lift(); a fit can
+        overfit a few hundred queries and make the tables worse than its start). Returns the positives' and
+        negatives' mean soft agreement after the last step (both in [-1, 1]; chance is 0), both lifts and whether
+        the fit was kept."""
         queries = as_rows(queries, self.dim)
         positives = np.asarray(positives, dtype=np.int64)
         if positives.ndim != 2 or positives.shape[0] != queries.shape[0]:
             raise ValueError(f"positives must have shape ({queries.shape[0]}, k), got {positives.shape}")
         gen = rng(seed)
+        n_check = int(len(queries) * holdout)
+        stride = max(1, len(weights) // threshold_rows)
+        check = (queries[len(queries) - n_check :], positives[len(queries) - n_check :], weights[::stride])
+        queries, positives = queries[: len(queries) - n_check], positives[: len(queries) - n_check]
+        self.set_thresholds(queries, check[2])  # the current functions balanced as the new ones will be: a fair start
+        current = (self.proj_query, self.proj_neuron, self.thr_query, self.thr_neuron)
+        lift_before = self.lift(*check, weights) if n_check else 0.0
         pq, pw = self.proj_query.copy(), self.proj_neuron.copy()
         moments = [np.zeros_like(pq), np.zeros_like(pq), np.zeros_like(pw), np.zeros_like(pw)]
         agree_pos = agree_neg = 0.0
@@ -109,10 +122,25 @@ class LearnedHash:
             _adam(pw, grad_w, moments[2], moments[3], lr, it)
             agree_pos, agree_neg = a_pos, a_neg
         self.proj_query, self.proj_neuron = pq.astype(np.float32), pw.astype(np.float32)
-        stride = max(1, len(weights) // threshold_rows)
         self.set_thresholds(queries, weights[::stride])
+        lift_after = self.lift(*check, weights) if n_check else 0.0
+        kept = lift_after >= lift_before
+        if not kept:
+            self.proj_query, self.proj_neuron, self.thr_query, self.thr_neuron = current
         self.fits += 1
-        return {"agree_pos": agree_pos, "agree_neg": agree_neg}
+        return {"agree_pos": agree_pos, "agree_neg": agree_neg, "lift_before": lift_before,
+                "lift_after": lift_after, "kept": kept}  # fmt: skip
+
+    def lift(self, queries: np.ndarray, positives: np.ndarray, neurons: np.ndarray, weights: np.ndarray) -> float:
+        """How much likelier a query shares a table's bucket with one of its positives (rows of weights) than with
+        one of the given neurons (a sample of all): the ratio of the two per-table collision rates, the second
+        counted over every (query, neuron) pair. Both rates are what retrieval's recall and cost grow with."""
+        q = self.hash_queries(queries)  # (n, L)
+        pos = self.hash(weights[positives.reshape(-1)]).reshape(*positives.shape, -1)  # (n, k, L)
+        pos_rate = float((pos == q[:, None, :]).mean())
+        other = self.hash(neurons)  # (m, L)
+        hits = sum(int((other == row).sum()) for row in q)  # row-wise: an (n, m, L) array could be large
+        return pos_rate / max(hits / (len(q) * other.size), 1e-12)
 
     def set_thresholds(self, queries: np.ndarray, neurons: np.ndarray) -> None:
         """Each bit's threshold = its median over the given queries / neuron weight vectors."""

@@ -62,9 +62,25 @@ def test_fitting_makes_the_largest_logit_neurons_collide_with_their_queries() ->
     before, size_before = collisions(fam, W[:], H[300:], target[300:])
     info = fam.fit(H[:300], target[:300, None], W, seed=2, iters=300)
     after, size_after = collisions(fam, W, H[300:], target[300:])  # held-out queries
-    assert info["agree_pos"] > 0.3 and abs(info["agree_neg"]) < 0.05
+    assert info["agree_pos"] > 0.3 and abs(info["agree_neg"]) < 0.05 and info["kept"]
     assert after > 2 * before and after > 0.5, (before, after)
     assert size_after < 2 * size_before  # not by putting everything in a few buckets
+
+
+def test_a_fit_that_does_worse_on_held_out_inputs_is_not_kept() -> None:
+    gen = np.random.default_rng(7)
+    W = gen.standard_normal((2000, 24)).astype(np.float32)
+    target = gen.integers(0, len(W), 400)
+    H = np.maximum(W[target] + 0.3 * gen.standard_normal((400, 24)), 0).astype(np.float32)  # near their neuron
+    positives = target[:, None].copy()
+    positives[:300, 0] = gen.integers(0, len(W), 300)  # trained on noise; the held-out last 100 are the truth
+    fam = LearnedHash(24, bits_per_table=6, num_tables=8, range_pow=8, num_bits=32, seed=1)
+    start = LearnedHash(24, bits_per_table=6, num_tables=8, range_pow=8, num_bits=32, seed=1)
+    start.set_thresholds(H[:300], W)
+    info = fam.fit(H, positives, W, seed=2, iters=300, holdout=0.25)
+    assert not info["kept"] and info["lift_after"] < info["lift_before"], info
+    np.testing.assert_array_equal(fam.hash(W), start.hash(W))  # the start, balanced on the trained inputs
+    np.testing.assert_array_equal(fam.hash_queries(H), start.hash_queries(H))
 
 
 def test_fit_is_deterministic_for_its_seed_and_checkpoints_restore_it() -> None:
