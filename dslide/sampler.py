@@ -67,7 +67,7 @@ class SamplingStats:
     rebuild_seconds: float = 0.0
     drift_seconds: float = 0.0  # spent measuring the weights' drift (trigger "drift")
     fits: int = 0  # fits of a learned hash family
-    fits_rejected: int = 0  # ... whose functions did worse on held-out inputs than the current ones (not kept)
+    fits_rejected: int = 0  # ... that kept the current functions (no step did better on held-out inputs)
     fit_seconds: float = 0.0  # spent on them (finding the positives included; the rebuild after is not)
     buckets: dict[str, float] = field(default_factory=dict)  # occupancy after the latest rebuild
 

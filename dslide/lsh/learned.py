@@ -83,27 +83,36 @@ class LearnedHash:
         decorrelation: float = 0.1,
         threshold_rows: int = 16384,
         holdout: float = 0.25,
+        check_every: int = 25,
     ) -> dict[str, float]:
         """Train on queries (n, dim) and positives (n, k) (rows of weights with large logits for each query), then
         reset both sides' thresholds to their medians. Warm-starts from the current projections.
 
-        The last `holdout` share of the queries is not trained on: the new functions are kept only if their
-        positives collide with those queries at least as well as the current functions' do (lift(); a fit can
-        overfit a few hundred queries and make the tables worse than its start). Returns the positives' and
-        negatives' mean soft agreement after the last step (both in [-1, 1]; chance is 0), both lifts and whether
-        the fit was kept."""
+        The last `holdout` share of the queries is not trained on. Every `check_every` steps the functions so far
+        are scored on them (lift(): how much likelier a query shares a bucket with its positives than with a
+        random neuron), and the fit ends with the best-scoring functions, the current ones (balanced the same
+        way) included: a fit can overshoot or overfit a few hundred queries and make the tables worse than its
+        start. Returns the positives' and negatives' mean soft agreement after the last step (both in [-1, 1];
+        chance is 0), the lift before and after, the step kept (0: the current functions) and whether the fit
+        changed them."""
         queries = as_rows(queries, self.dim)
         positives = np.asarray(positives, dtype=np.int64)
         if positives.ndim != 2 or positives.shape[0] != queries.shape[0]:
             raise ValueError(f"positives must have shape ({queries.shape[0]}, k), got {positives.shape}")
         gen = rng(seed)
         n_check = int(len(queries) * holdout)
-        stride = max(1, len(weights) // threshold_rows)
-        check = (queries[len(queries) - n_check :], positives[len(queries) - n_check :], weights[::stride])
+        sample = weights[:: max(1, len(weights) // threshold_rows)]  # neurons for the thresholds and lift()
+        check = (queries[len(queries) - n_check :], positives[len(queries) - n_check :], sample, weights)
         queries, positives = queries[: len(queries) - n_check], positives[: len(queries) - n_check]
-        self.set_thresholds(queries, check[2])  # the current functions balanced as the new ones will be: a fair start
-        current = (self.proj_query, self.proj_neuron, self.thr_query, self.thr_neuron)
-        lift_before = self.lift(*check, weights) if n_check else 0.0
+
+        def candidate(pq: np.ndarray, pw: np.ndarray) -> tuple[float, tuple[np.ndarray, ...]]:
+            self.proj_query, self.proj_neuron = pq.astype(np.float32), pw.astype(np.float32)
+            self.set_thresholds(queries, sample)
+            functions = (self.proj_query, self.proj_neuron, self.thr_query, self.thr_neuron)
+            return (self.lift(*check) if n_check else 0.0), functions
+
+        lift_before, best = candidate(self.proj_query, self.proj_neuron)
+        best_lift, best_step = lift_before, 0
         pq, pw = self.proj_query.copy(), self.proj_neuron.copy()
         moments = [np.zeros_like(pq), np.zeros_like(pq), np.zeros_like(pw), np.zeros_like(pw)]
         agree_pos = agree_neg = 0.0
@@ -121,15 +130,14 @@ class LearnedHash:
             _adam(pq, grad_q, moments[0], moments[1], lr, it)
             _adam(pw, grad_w, moments[2], moments[3], lr, it)
             agree_pos, agree_neg = a_pos, a_neg
-        self.proj_query, self.proj_neuron = pq.astype(np.float32), pw.astype(np.float32)
-        self.set_thresholds(queries, weights[::stride])
-        lift_after = self.lift(*check, weights) if n_check else 0.0
-        kept = lift_after >= lift_before
-        if not kept:
-            self.proj_query, self.proj_neuron, self.thr_query, self.thr_neuron = current
+            if it % check_every == 0 or it == iters:
+                score, functions = candidate(pq, pw)
+                if score > best_lift or not n_check:  # without held-out inputs: the last step's functions
+                    best_lift, best_step, best = score, it, functions
+        self.proj_query, self.proj_neuron, self.thr_query, self.thr_neuron = best
         self.fits += 1
-        return {"agree_pos": agree_pos, "agree_neg": agree_neg, "lift_before": lift_before,
-                "lift_after": lift_after, "kept": kept}  # fmt: skip
+        return {"agree_pos": agree_pos, "agree_neg": agree_neg, "lift_before": lift_before, "lift_after": best_lift,
+                "step_kept": best_step, "kept": best_step > 0}  # fmt: skip
 
     def lift(self, queries: np.ndarray, positives: np.ndarray, neurons: np.ndarray, weights: np.ndarray) -> float:
         """How much likelier a query shares a table's bucket with one of its positives (rows of weights) than with
@@ -139,7 +147,8 @@ class LearnedHash:
         pos = self.hash(weights[positives.reshape(-1)]).reshape(*positives.shape, -1)  # (n, k, L)
         pos_rate = float((pos == q[:, None, :]).mean())
         other = self.hash(neurons)  # (m, L)
-        hits = sum(int((other == row).sum()) for row in q)  # row-wise: an (n, m, L) array could be large
+        hits = sum(int(np.bincount(other[:, t], minlength=2**self.bits_per_table)[q[:, t]].sum())
+                   for t in range(self.num_tables))  # fmt: skip
         return pos_rate / max(hits / (len(q) * other.size), 1e-12)
 
     def set_thresholds(self, queries: np.ndarray, neurons: np.ndarray) -> None:

@@ -67,7 +67,7 @@ def test_fitting_makes_the_largest_logit_neurons_collide_with_their_queries() ->
     assert size_after < 2 * size_before  # not by putting everything in a few buckets
 
 
-def test_a_fit_that_does_worse_on_held_out_inputs_is_not_kept() -> None:
+def test_a_fit_whose_every_step_does_worse_on_held_out_inputs_is_not_kept() -> None:
     gen = np.random.default_rng(7)
     W = gen.standard_normal((2000, 24)).astype(np.float32)
     target = gen.integers(0, len(W), 400)
@@ -78,9 +78,18 @@ def test_a_fit_that_does_worse_on_held_out_inputs_is_not_kept() -> None:
     start = LearnedHash(24, bits_per_table=6, num_tables=8, range_pow=8, num_bits=32, seed=1)
     start.set_thresholds(H[:300], W)
     info = fam.fit(H, positives, W, seed=2, iters=300, holdout=0.25)
-    assert not info["kept"] and info["lift_after"] < info["lift_before"], info
+    assert not info["kept"] and info["step_kept"] == 0 and info["lift_after"] == info["lift_before"], info
     np.testing.assert_array_equal(fam.hash(W), start.hash(W))  # the start, balanced on the trained inputs
     np.testing.assert_array_equal(fam.hash_queries(H), start.hash_queries(H))
+
+
+def test_lift_is_the_positives_collision_rate_over_random_neurons() -> None:
+    W, H, target = planted(seed=4, n=300, queries=40)
+    fam = LearnedHash(24, bits_per_table=3, num_tables=4, range_pow=6, num_bits=16, seed=2)
+    q, neurons = fam.hash_queries(H), fam.hash(W[:100])
+    pos_rate = np.mean(fam.hash(W[target]) == q)
+    neg_rate = np.mean(q[:, None, :] == neurons[None, :, :])  # every (query, neuron, table)
+    assert fam.lift(H, target[:, None], W[:100], W) == pytest.approx(pos_rate / neg_rate)
 
 
 def test_fit_is_deterministic_for_its_seed_and_checkpoints_restore_it() -> None:
