@@ -132,6 +132,6 @@ def learned_over_dwta(records: list[dict[str, Any]]) -> dict[int, list[float]]:
     out: dict[int, list[float]] = {}
     for r in records:
         if r["family"] == "learned":
-            ratio = r["recall_tail_top5"] / max(dwta_at(records, r["draw"], r["retrieved_mean"]), 1e-9)
+            ratio = r["recall_tail_top5"] / dwta_at(records, r["draw"], r["retrieved_mean"])  # dwta_at is >= 1e-9
             out.setdefault(r["K"], []).append(ratio)
     return out

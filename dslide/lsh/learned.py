@@ -130,9 +130,9 @@ class LearnedHash:
             _adam(pq, grad_q, moments[0], moments[1], lr, it)
             _adam(pw, grad_w, moments[2], moments[3], lr, it)
             agree_pos, agree_neg = a_pos, a_neg
-            if it % check_every == 0 or it == iters:
+            if (n_check and it % check_every == 0) or it == iters:  # without held-out inputs: the last step only
                 score, functions = candidate(pq, pw)
-                if score > best_lift or not n_check:  # without held-out inputs: the last step's functions
+                if score > best_lift or not n_check:
                     best_lift, best_step, best = score, it, functions
         self.proj_query, self.proj_neuron, self.thr_query, self.thr_neuron = best
         self.fits += 1
