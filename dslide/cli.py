@@ -428,7 +428,8 @@ def inspect(run_dir, train_path, dataset, data_dir, points, as_json) -> None:
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), help="Also write the records (JSON lines) here.")
 def compare(run_dir, train_path, dataset, data_dir, queries, draws, out_path) -> None:
     """DWTA, SLIDE's DWTA bucket ids and learned hashes side by side on RUN_DIR's trained network (one rank):
-    neurons retrieved against recall of the exact top-5 logits (docs/lsh.md)."""
+    neurons retrieved against recall of the exact top-5 logits, with a no-hashing control (the neurons of
+    largest output bias, as many as DWTA retrieves) (docs/lsh.md)."""
     import json
 
     import numpy as np
@@ -436,7 +437,7 @@ def compare(run_dir, train_path, dataset, data_dir, queries, draws, out_path) ->
     from dslide.comm import Communicator
     from dslide.data.xc_format import load_dataset
     from dslide.lsh.compare import compare as compare_families
-    from dslide.lsh.compare import learned_over_dwta
+    from dslide.lsh.compare import learned_over_dwta, shortlist_over_dwta
 
     train_path, _ = _data_paths(Communicator(), dataset, data_dir, train_path, None, need_test=False)
     records = []
@@ -449,6 +450,11 @@ def compare(run_dir, train_path, dataset, data_dir, queries, draws, out_path) ->
     for K, ratios in sorted(learned_over_dwta(records).items()):
         click.echo(f"learned K={K}: tail top-5 recall / DWTA's at the same count (computed), median of {len(ratios)} "
                    f"fits {np.median(ratios):.2f}, range {min(ratios):.2f}-{max(ratios):.2f}")  # fmt: skip
+    for K, ratios in sorted(shortlist_over_dwta(records).items()):
+        click.echo(
+            f"bias shortlist at DWTA K={K}'s count: tail top-5 recall / DWTA's (computed), median of "
+            f"{len(ratios)} draws {np.median(ratios):.2f}, range {min(ratios):.2f}-{max(ratios):.2f}"
+        )
     if out_path:
         tmp = Path(out_path).with_suffix(".tmp")
         tmp.write_text("".join(json.dumps(r) + "\n" for r in records))

@@ -6,6 +6,8 @@ the output layer's weights are hashed into fresh tables (L, R and bucket capacit
 training inputs query them, and the figures are: mean neurons retrieved (the union of the L buckets, no labels,
 no padding), recall of the exact top-5 logits, recall of the top-5 among the neurons the tables must find
 ("tail": the run's always-active frequent neurons left out), and how many distinct neurons that tail holds.
+A control with no hashing at all rides along: the same number of neurons as each DWTA K retrieves, taken from the
+top of the output biases (label popularity: the biases start at log label frequency), one list for every input.
 Learned families are fitted on other training inputs (their positives: the tail top-5), once per seed and draw.
 Recall is only comparable at equal retrieved counts: compare a family with the others' curves, not a single
 point (learned_over_dwta does, for the learned fits).
@@ -94,6 +96,7 @@ def compare(
         base = {"run": str(run_dir), "step": int(meta["global_step"]), "draw": draw, "queries": len(probe_rows),
                 "L": cfg.num_tables, "R": cfg.range_pow, "bucket_capacity": cfg.bucket_capacity,
                 "tail_top5_distinct": len(np.unique(top_tail))}  # fmt: skip
+        shortlist = popular_first(bias, frequent)
         for name, layout, ks in ARMS:
             for K in ks:
                 if name != "dwta" and cfg.range_pow < K:  # sign-bit codes must fit the run's buckets
@@ -112,9 +115,22 @@ def compare(
                     tables = LSHTables(lsh.num_tables, lsh.range_pow, lsh.bucket_capacity, lsh.insertion)
                     tables.rebuild(family, W)
                     ptr, ids = retrieved_sets(family, tables, h_probe)
+                    count = float(np.diff(ptr).mean())
                     yield {**base, "family": name, "code_layout": layout, "K": K, "seed": seed, "fit_s": fit_s,
-                           "retrieved_mean": float(np.diff(ptr).mean()), "recall_top5": recall(ptr, ids, top_all),
+                           "retrieved_mean": count, "recall_top5": recall(ptr, ids, top_all),
                            "recall_tail_top5": recall(ptr, ids, top_tail)}  # fmt: skip
+                    if name == "dwta" and layout == "packed":  # the no-hashing control at this count
+                        same = shortlist[: round(count)]
+                        yield {**base, "family": "bias-shortlist", "code_layout": "none", "K": K, "seed": None,
+                               "fit_s": 0.0, "retrieved_mean": float(len(same)),
+                               "recall_top5": float(np.isin(top_all, same).mean()),
+                               "recall_tail_top5": float(np.isin(top_tail, same).mean())}  # fmt: skip
+
+
+def popular_first(bias: np.ndarray, frequent: np.ndarray) -> np.ndarray:
+    """Neuron ids, the frequent ones left out, by descending output bias (ties by id)."""
+    order = np.argsort(-bias, kind="stable")
+    return order[~np.isin(order, frequent)]
 
 
 def dwta_at(records: list[dict[str, Any]], draw: int, retrieved: float) -> float:
@@ -134,4 +150,15 @@ def learned_over_dwta(records: list[dict[str, Any]]) -> dict[int, list[float]]:
         if r["family"] == "learned":
             ratio = r["recall_tail_top5"] / dwta_at(records, r["draw"], r["retrieved_mean"])  # dwta_at is >= 1e-9
             out.setdefault(r["K"], []).append(ratio)
+    return out
+
+
+def shortlist_over_dwta(records: list[dict[str, Any]]) -> dict[int, list[float]]:
+    """Per DWTA K, the bias shortlist's tail top-5 recall over DWTA's at the same count, one ratio per draw."""
+    dwta = {(r["draw"], r["K"]): r["recall_tail_top5"] for r in records
+            if r["family"] == "dwta" and r["code_layout"] == "packed"}  # fmt: skip
+    out: dict[int, list[float]] = {}
+    for r in records:
+        if r["family"] == "bias-shortlist":
+            out.setdefault(r["K"], []).append(r["recall_tail_top5"] / max(dwta[r["draw"], r["K"]], 1e-9))
     return out

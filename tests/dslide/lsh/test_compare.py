@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import subprocess
 
+import numpy as np
 import pytest
 
-from dslide.lsh.compare import dwta_at, learned_over_dwta
+from dslide.lsh.compare import dwta_at, learned_over_dwta, popular_first, shortlist_over_dwta
 from tests.dslide.test_train import dslide_exe, env, files, train_cmd  # noqa: F401 (files is a fixture)
 
 
@@ -33,6 +34,29 @@ def test_compare_measures_every_family_on_the_same_network(files, tmp_path):  # 
     assert dwta[4] > dwta[5] > dwta[6]  # more bits per table, smaller buckets
     assert printed.count("retrieved") == len(records)
     assert "learned K=12: tail top-5 recall / DWTA's at the same count" in printed
+    # the no-hashing control: one record per DWTA K and draw, as many neurons as DWTA retrieved
+    shortlist = {(r["draw"], r["K"]): r for r in records if r["family"] == "bias-shortlist"}
+    assert set(shortlist) == {(d, K) for d in (0, 1) for K in (4, 5, 6)}
+    for d, K in shortlist:
+        dwta_count = next(r["retrieved_mean"] for r in records if r["family"] == "dwta" and r["draw"] == d
+                          and r["K"] == K and r["code_layout"] == "packed")  # fmt: skip
+        assert shortlist[d, K]["retrieved_mean"] == round(dwta_count)
+    assert "bias shortlist at DWTA K=5's count" in printed
+
+
+def test_the_shortlist_is_the_largest_biases_without_the_frequent_neurons():
+    bias = np.array([0.5, 3.0, -1.0, 3.0, 2.0, 9.0])
+    assert popular_first(bias, np.array([5])).tolist() == [1, 3, 4, 0, 2]  # ties by id
+
+
+def test_shortlist_recall_is_divided_by_dwtas_at_the_same_k_and_draw():
+    def rec(family, draw, K, tail):
+        return {"family": family, "code_layout": "packed" if family == "dwta" else "none", "draw": draw, "K": K,
+                "recall_tail_top5": tail}  # fmt: skip
+
+    records = [rec("dwta", 0, 5, 0.05), rec("dwta", 1, 5, 0.1), rec("bias-shortlist", 0, 5, 0.5),
+               rec("bias-shortlist", 1, 5, 0.5), rec("dwta", 0, 4, 0.2), rec("bias-shortlist", 0, 4, 0.1)]  # fmt: skip
+    assert shortlist_over_dwta(records) == {5: [pytest.approx(10.0), pytest.approx(5.0)], 4: [pytest.approx(0.5)]}
 
 
 def test_learned_recall_is_divided_by_dwtas_interpolated_at_its_own_count_and_draw():
