@@ -52,7 +52,9 @@ def test_two_nodes_move_a_payload_at_the_shaped_rate_over_tcp(tmp_path):
 @pytest.mark.mpi
 def test_four_nodes_allgather_at_the_shaped_rate(tmp_path):
     # 4 ranks on 2 cores: oversubscribed; MTU 9000 keeps TCP's header share (4.4% at 1500) out of the way.
-    record = payload_run(tmp_path, 4, "--bytes", str(8 * MIB), "--op", "allgather", "--repeat", "2",
+    # The link rate is the best repetition's: with 4 polling ranks on 2 cores single repetitions ran at 0.85-0.99
+    # of the shaped rate and the best of 2 fell below 0.9 in 1 of 6 runs; the best of 4 was 0.95-0.99 in 7 of 7.
+    record = payload_run(tmp_path, 4, "--bytes", str(8 * MIB), "--op", "allgather", "--repeat", "4",
                          oversubscribe=True, mtu=9000)  # fmt: skip
     check_links(record)
     assert record["oversubscribed"] is True
