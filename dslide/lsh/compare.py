@@ -83,6 +83,7 @@ def compare(
         _, full = net._hidden_forward(Batch.from_dataset(train_ds, rows))
         return np.ascontiguousarray(full[-1])
 
+    shortlist = popular_first(bias, frequent)  # the no-hashing control: the same for every draw
     for draw in range(draws):
         # draw 0 keeps the rows of records made before draws existed
         key = [int(meta["global_step"]), 11] + ([draw] if draw else [])
@@ -96,7 +97,6 @@ def compare(
         base = {"run": str(run_dir), "step": int(meta["global_step"]), "draw": draw, "queries": len(probe_rows),
                 "L": cfg.num_tables, "R": cfg.range_pow, "bucket_capacity": cfg.bucket_capacity,
                 "tail_top5_distinct": len(np.unique(top_tail))}  # fmt: skip
-        shortlist = popular_first(bias, frequent)
         for name, layout, ks in ARMS:
             for K in ks:
                 if name != "dwta" and cfg.range_pow < K:  # sign-bit codes must fit the run's buckets
