@@ -222,6 +222,12 @@ def _hidden(_ctx, _param, value: str) -> tuple[int, ...]:
 @click.option(
     "--test-points", type=click.IntRange(min=1), default=None, help="Evaluate epochs on the first N test points only."
 )
+@click.option(
+    "--train-eval-points",
+    type=click.IntRange(min=0),
+    default=TrainConfig.train_eval_points,
+    help="Also evaluate each epoch on the first N training points (train_p@k in metrics: the overfitting gap).",
+)
 @click.option("--softmax", type=click.Choice(["reduce", "gather"]), default="reduce", show_default=True)
 @click.option("--partition", type=click.Choice(["contiguous", "strided"]), default="contiguous", show_default=True)
 @click.option(
@@ -355,6 +361,7 @@ def _train(comm, train_path, test_path, dataset, data_dir, out_dir, preset, **o)
         eval_slice=o["eval_slice"],
         eval_mode=o["eval_mode"],
         test_points=o["test_points"],
+        train_eval_points=o["train_eval_points"],
         softmax=o["softmax"],
         partition=o["partition"],
         recall_every=o["recall_every"],

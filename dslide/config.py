@@ -94,6 +94,8 @@ class TrainConfig:
     eval_slice: int = 1000  # points in that held-out slice
     eval_mode: Literal["exact", "lsh"] = "exact"
     test_points: int | None = None  # evaluate the epoch on the first N test points only (None = all)
+    train_eval_points: int = 0  # also P@k on the first N training points at each epoch end: how far the model fits
+    # what it trained on (the gap to test P@1 is the overfitting real XC data shows); 0 = not measured
     softmax: Literal["reduce", "gather"] = "reduce"  # how ranks combine the softmax (D-SLIDE)
     partition: Literal["contiguous", "strided"] = "contiguous"  # neuron -> rank assignment (D-SLIDE)
     recall_every: int = 250  # measure LSH recall on a fixed training sample every N steps (0 = never)

@@ -250,7 +250,7 @@ def train(
                 if cfg.checkpoint_every and pos.global_step % cfg.checkpoint_every == 0:
                     save_checkpoint()
             progress.status("evaluating the test set")
-            record = _epoch_record(net, comm, cfg, pos, test_ds, steps_per_epoch, popular)
+            record = _epoch_record(net, comm, cfg, pos, test_ds, steps_per_epoch, popular, train_ds)
             pos.records.append(record)
             pos.epoch += 1
             pos.start_epoch()
@@ -314,6 +314,7 @@ def _epoch_record(
     test_ds: SparseDataset,
     steps_per_epoch: int,
     popular: int,
+    train_ds: SparseDataset,
 ) -> dict[str, Any]:
     """The epoch's metrics line: test P@k, time, throughput, and communication summed over ranks."""
     t0 = time.perf_counter()
@@ -321,6 +322,10 @@ def _epoch_record(
     if cfg.test_points is not None:
         test_ds = test_ds.subset(np.arange(min(cfg.test_points, len(test_ds))))
     scores = evaluate(net, test_ds, cfg.eval_mode, step=pos.global_step)
+    if cfg.train_eval_points:
+        seen = train_ds.subset(np.arange(min(cfg.train_eval_points, len(train_ds))))
+        fitted = evaluate(net, seen, cfg.eval_mode, step=pos.global_step)
+        scores.update({f"train_{k}": v for k, v in fitted.items() if k.startswith("p@")})
     eval_seconds = time.perf_counter() - t0
     always_popular = np.full((len(test_ds), 1), popular, dtype=np.int64)
     popularity = precision_at_k(always_popular, test_ds.label_indptr, test_ds.label_indices, 1)
@@ -342,6 +347,7 @@ def _epoch_record(
         "p@5": scores.get("p@5"),
         "popularity_p@1": popularity,  # always predicting the commonest training label
         "top1_concentration": scores.get("top1_concentration"),  # share of test points given the commonest top-1
+        **{k: v for k, v in scores.items() if k.startswith("train_")},  # --train-eval-points: P@k on training points
         "loss": pos.loss_sum / samples,  # every rank computed the same, global, loss
         "epoch_time_s": train_seconds,
         "first_step_s": comm.max_scalar(pos.first_step_s or 0.0),

@@ -85,7 +85,7 @@ KEEP = (
     "lsh_retrieved_p50", "lsh_retrieved_p95", "recall_top1", "recall_top5", "recall_top100",
     "label_share", "frequent_share", "lsh_share", "padding_share", "rebuilds", "rebuild_time_s", "test_points",
     "recall_tail_top1", "recall_tail_top5", "probe_retrieved_mean", "active_p05", "active_p50", "active_p95",
-    "hash_fits", "hash_fits_rejected", "hash_fit_time_s", "epoch_time_s",
+    "hash_fits", "hash_fits_rejected", "hash_fit_time_s", "epoch_time_s", "train_p@1", "train_p@5",
 )  # fmt: skip
 
 

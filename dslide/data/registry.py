@@ -136,9 +136,10 @@ def dataset_dir(name: str, data_dir: Path | None = None, seed: int = 0) -> Path:
 
 
 def known_names() -> list[str]:
+    from dslide.data.real_text import CORPORA
     from dslide.data.synthetic import PRESETS
 
-    return [*REAL, *PRESETS]
+    return [*REAL, *CORPORA, *PRESETS]
 
 
 def dataset_paths(name: str, data_dir: Path | None = None, make: bool = True, seed: int = 0) -> tuple[Path, Path]:
@@ -147,16 +148,22 @@ def dataset_paths(name: str, data_dir: Path | None = None, make: bool = True, se
     Synthetic presets are generated (with `seed`) and written if missing and `make` is true. Real datasets must
     have been fetched with `harness data fetch NAME`; otherwise DatasetNotAvailableError says so.
     """
+    from dslide.data.real_text import CORPORA
     from dslide.data.synthetic import PRESETS
 
-    if name not in REAL and name not in PRESETS:
+    if name not in REAL and name not in PRESETS and name not in CORPORA:
         raise KeyError(f"unknown dataset {name!r}; known: {', '.join(known_names())}")
-    if name in REAL and seed != 0:
+    if name not in PRESETS and seed != 0:
         raise ValueError(f"{name} is a real dataset; seed applies to synthetic presets only")
     folder = dataset_dir(name, data_dir, seed)
     train, test = folder / "train.txt", folder / "test.txt"
-    if train.is_file() and test.is_file():
+    if train.is_file() and test.is_file() and (name not in PRESETS or _made_by_current_generator(name, folder)):
         return train, test
+    if name in CORPORA:
+        if not make:
+            where = f"real corpus {name} is not in {folder.parent}"
+            raise DatasetNotAvailableError(f"{where}: run `harness data make {name}`")
+        return make_corpus_files(name, folder.parent)
     if name in REAL:
         raise DatasetNotAvailableError(
             f"{name} is not in {folder.parent}: run `harness data fetch {name}"
@@ -167,6 +174,18 @@ def dataset_paths(name: str, data_dir: Path | None = None, make: bool = True, se
             f"synthetic preset {name} is not in {folder.parent}: run `harness data make {name}`"
         )
     return make_preset_files(name, folder.parent, seed)
+
+
+def _made_by_current_generator(name: str, folder: Path) -> bool:
+    """Whether a preset's files on disk were made with the parameters the preset has now (meta.json says), so a
+    preset whose generator changed is made again instead of silently serving the old data."""
+    from dslide.data.synthetic import PRESETS
+
+    try:
+        meta = json.loads((folder / "meta.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return json.loads(json.dumps(asdict(PRESETS[name]))) == meta.get("params")
 
 
 def make_preset_files(name: str, data_dir: Path | None = None, seed: int = 0) -> tuple[Path, Path]:
@@ -187,6 +206,31 @@ def make_preset_files(name: str, data_dir: Path | None = None, seed: int = 0) ->
         "train": summarize(train),
         "test": summarize(test),
     }
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix="meta.json", suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        f.write(json.dumps(meta, indent=2) + "\n")
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, folder / "meta.json")
+    return folder / "train.txt", folder / "test.txt"
+
+
+def make_corpus_files(name: str, data_dir: Path | None = None) -> tuple[Path, Path]:
+    """Build a real text corpus from its registry packages (dslide/data/real_text.py) and write it as skip-gram
+    train/test XC files (window 2, the first 80% of the stream for training), vocab.txt and meta.json."""
+    from dslide.data.real_text import CORPORA, build_corpus
+    from dslide.data.summary import summarize
+    from dslide.data.text_corpus import corpus_to_datasets, write_vocab
+    from dslide.data.xc_format import write_xc
+
+    folder = dataset_dir(name, data_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    tokens = build_corpus(name, folder / "corpus.txt", workdir=folder / "packages")
+    train, test, vocab = corpus_to_datasets(folder / "corpus.txt", window=2)
+    write_xc(folder / "train.txt", train)
+    write_xc(folder / "test.txt", test)
+    write_vocab(folder / "vocab.txt", vocab)
+    members = [asdict(m) for m in CORPORA[name]]
+    meta = {"name": name, "members": members, "tokens": tokens, "train": summarize(train), "test": summarize(test)}
     fd, tmp = tempfile.mkstemp(dir=folder, prefix="meta.json", suffix=".tmp")
     with os.fdopen(fd, "w") as f:
         f.write(json.dumps(meta, indent=2) + "\n")

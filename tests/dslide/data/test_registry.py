@@ -76,3 +76,25 @@ def test_registry_holds_the_published_shapes():
     for d in REAL.values():
         assert d.url.startswith(("https://drive.google.com/", "http://mattmahoney.net/"))
         assert Path(d.archive_name).suffix == ".zip"
+
+
+def test_a_preset_made_by_another_generator_is_made_again(tmp_path):
+    train, _ = dataset_paths("tiny", tmp_path)
+    meta_path = tmp_path / "tiny" / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    meta["params"]["signal"] = 0.5  # as if the files came from older parameters
+    meta_path.write_text(json.dumps(meta))
+    train.write_text("stale")
+    train, _ = dataset_paths("tiny", tmp_path)
+    assert load_dataset(train).fingerprint() == make_preset("tiny")[0].fingerprint()
+    assert json.loads(meta_path.read_text())["params"]["signal"] == 0.85
+
+
+def test_real_corpora_are_registered_and_not_made_without_asking(tmp_path):
+    from dslide.data.registry import known_names
+
+    assert {"real-text", "real-text-wiki"} <= set(known_names())
+    with pytest.raises(DatasetNotAvailableError, match="harness data make real-text"):
+        dataset_paths("real-text", tmp_path, make=False)
+    with pytest.raises(ValueError, match="seed applies to synthetic presets only"):
+        dataset_paths("real-text", tmp_path, seed=1)

@@ -48,7 +48,7 @@ def test_presets_match_their_parameters(name):
 
 
 def test_amazon_shape_scaled_down_matches_the_paper_statistics():
-    p = dataclasses.replace(PRESETS["amazon670k"], num_train=3000, num_test=500)
+    p = dataclasses.replace(PRESETS["amazon670k-prototype"], num_train=3000, num_test=500)
     assert (p.num_features, p.num_labels, p.avg_nnz, p.avg_labels) == (135_909, 670_091, 75.0, 5.45)
     train, test = generate(p, seed=3)
     check_stats(train, p, 3000, tol=0.05)
@@ -60,12 +60,17 @@ def test_amazon_shape_scaled_down_matches_the_paper_statistics():
 
 
 def test_full_size_presets_have_the_published_shapes():
-    a = PRESETS["amazon670k"]
-    assert (a.num_features, a.num_labels, a.num_train, a.num_test) == (135_909, 670_091, 490_449, 153_025)
-    for name in ("amazon670k-small", "amazon670k-medium", "amazon670k-medium-flat"):
+    for name in ("amazon670k", "amazon670k-prototype"):
+        a = PRESETS[name]
+        assert (a.num_features, a.num_labels, a.num_train, a.num_test) == (135_909, 670_091, 490_449, 153_025)
+    for name in ("amazon670k-small", "amazon670k-medium", "amazon670k-medium-flat", "amazon670k-medium-prototype"):
         assert (PRESETS[name].num_features, PRESETS[name].num_labels) == (135_909, 670_091)
     assert (PRESETS["amazon670k-small"].num_train, PRESETS["amazon670k-medium"].num_train) == (20_000, 100_000)
-    assert PRESETS["amazon670k-medium-flat"] == dataclasses.replace(PRESETS["amazon670k-medium"], label_zipf=0.6)
+    # the samples are samples of the full-size stand-in's population
+    medium = dataclasses.replace(PRESETS["amazon670k"], num_train=100_000, num_test=25_000)
+    assert PRESETS["amazon670k-medium"] == medium
+    flat = dataclasses.replace(PRESETS["amazon670k-medium-prototype"], label_zipf=0.6)
+    assert PRESETS["amazon670k-medium-flat"] == flat
     t = PRESETS["text8"]
     assert isinstance(t, TextParams) and t.num_tokens == 17_005_207 and t.vocab_size == 253_855 and t.window == 2
 
