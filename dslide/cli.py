@@ -80,7 +80,13 @@ def _hidden(_ctx, _param, value: str) -> tuple[int, ...]:
     show_default=True,
     help="learned: sign bits of projections fitted during training (docs/lsh.md); give it --bits 12 to 14.",
 )
-@click.option("--bits", "bits", type=click.IntRange(1, 16), default=5, show_default=True, help="K: hashes per table.")
+@click.option(
+    "--bits",
+    "bits",
+    type=click.IntRange(1, 16),
+    default=None,
+    help="K: hashes per table (default: from the number of outputs, dslide.config.auto_bits: 5 at 670,091).",
+)
 @click.option(
     "--learned-bits",
     type=click.IntRange(1, 1024),

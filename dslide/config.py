@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -14,7 +15,10 @@ class LSHConfig:
     """Hash tables of one layer: L tables of K hashes each, 2**range_pow buckets per table."""
 
     family: HashFamilyName = "dwta"
-    bits_per_table: int = 5  # K: hash functions concatenated per table (SLIDE: 6; 5 retrieves ~1,100 at Amazon)
+    # K: hash functions concatenated per table; None: auto_bits, from the number of output neurons (5 at Amazon-670K's
+    # 670,091, where it retrieves ~1,100; SLIDE: 6). A fixed K retrieves ~num_outputs / 2**(bits a hash) ** K a table,
+    # so one K cannot serve 40,000 outputs and 670,091 alike.
+    bits_per_table: int | None = None
     num_tables: int = 50  # L
     range_pow: int = 18  # R: buckets per table = 2**R
     bin_size: int = 8  # WTA/DWTA: coordinates compared per hash (log2(bin_size) bits each)
@@ -23,6 +27,19 @@ class LSHConfig:
     bucket_capacity: int = 128  # neurons kept per bucket; extra ones evicted FIFO or by reservoir
     insertion: Literal["fifo", "reservoir"] = "fifo"
     code_layout: Literal["packed", "slide"] = "packed"  # slide: WTA/DWTA bucket ids as SLIDE's C++ computes them
+
+
+RETRIEVE_TARGET = 1000  # what auto_bits aims the tables' union at: SLIDE's padding floor, ~0.15% of Amazon-670K
+
+
+def auto_bits(num_outputs: int, lsh: LSHConfig, target: int = RETRIEVE_TARGET) -> int:
+    """K for `num_outputs` neurons: the largest K whose L tables still return at least `target` neurons in all if
+    neurons spread evenly over a table's codes (num_outputs * L / codes(K) >= target). A code of WTA/DWTA has
+    log2(bin_size) bits a hash; SimHash and learned hashes 1. 670,091 outputs, L=50, DWTA bins of 8: K=5 (~1,000;
+    ~1,100 measured); 40,000: K=3; 235,055 (the real-text vocabulary): K=4."""
+    bits_a_hash = math.log2(lsh.bin_size) if lsh.family in ("wta", "dwta") else 1.0
+    k = math.floor(math.log2(max(num_outputs * lsh.num_tables / target, 1.0)) / bits_a_hash + 1e-9)
+    return max(1, min(k, 16, lsh.range_pow if lsh.family == "learned" else 16))
 
 
 @dataclass

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numba
 import numpy as np
 
-from dslide.config import LSHConfig, SamplingConfig, ScheduleConfig
+from dslide.config import LSHConfig, SamplingConfig, ScheduleConfig, auto_bits
 from dslide.kernels.adam import group_by_row
 from dslide.kernels.sampling import active_upper_bounds, compact, select_active
 from dslide.kernels.topk import merge_topk, row_topk_ids
@@ -112,6 +112,7 @@ class OutputSampler:
         self.n = n
         self.cfg = sampling
         self.lsh_cfg = lsh
+        self.num_labels = num_labels
         frac = n / num_labels
         self.dense = sampling.mode == "dense"
         self.min_active = n if self.dense else min(n, math.ceil(sampling.min_active * frac))
@@ -152,6 +153,13 @@ class OutputSampler:
     def learns_hashes(self) -> bool:
         return self.family is not None and hasattr(self.family, "fit")
 
+    def resolved_lsh(self) -> LSHConfig:
+        """The hash configuration with K chosen (auto_bits of every rank's neurons together) where it is None: each
+        rank's tables then return its share of the same total."""
+        if self.lsh_cfg.bits_per_table is not None:
+            return self.lsh_cfg
+        return replace(self.lsh_cfg, bits_per_table=auto_bits(self.num_labels, self.lsh_cfg))
+
     def init_tables(self, weights: np.ndarray) -> None:
         """Hash functions and the first tables, from the initial weights (LSH mode only)."""
         if not self.uses_tables:
@@ -161,7 +169,7 @@ class OutputSampler:
         from dslide.lsh.schedule import RebuildSchedule
         from dslide.lsh.tables import LSHTables
 
-        self.family = make_family(self.lsh_cfg, weights.shape[1], self.hash_seed)
+        self.family = make_family(self.resolved_lsh(), weights.shape[1], self.hash_seed)
         cfg = self.lsh_cfg
         self.tables = LSHTables(cfg.num_tables, cfg.range_pow, cfg.bucket_capacity, cfg.insertion)
         self.schedule = RebuildSchedule(self.schedule_cfg)

@@ -8,6 +8,7 @@ import json
 import os
 import resource
 import socket
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -251,6 +252,8 @@ def train(
                     save_checkpoint()
             progress.status("evaluating the test set")
             record = _epoch_record(net, comm, cfg, pos, test_ds, steps_per_epoch, popular, train_ds)
+            if comm.rank == 0:
+                _warn_if_mostly_padding(record)
             pos.records.append(record)
             pos.epoch += 1
             pos.start_epoch()
@@ -273,7 +276,8 @@ def _sampling_record(net: Network, comm: Communicator) -> dict[str, Any]:
     over ranks (SLIDE's own counter; the frequent neurons left out), on the first 16 samples of every batch.
     *_share: where the active entries came from (labels, frequent neurons, tables, uniform padding).
     """
-    s = net.output.sampler.reset_stats()
+    sampler = net.output.sampler
+    s = sampler.reset_stats()
     heads = np.zeros(0, np.int64)
     if net.output.sampler.retrieves and s.retrieved_sample:  # uniform or dense runs retrieve nothing
         heads = comm.allreduce(np.concatenate(s.retrieved_sample).astype(np.int64))
@@ -281,6 +285,7 @@ def _sampling_record(net: Network, comm: Communicator) -> dict[str, Any]:
     parts = comm.allreduce(np.array([s.labels, s.frequent, s.retrieved, s.padding], dtype=np.int64)).astype(float)
     total = max(parts.sum(), 1.0)
     out: dict[str, Any] = {
+        "lsh_bits_per_table": sampler.resolved_lsh().bits_per_table if sampler.retrieves else None,
         "lsh_retrieved_mean": float(heads.mean()) if len(heads) else None,
         "lsh_retrieved_p50": float(np.percentile(heads, 50)) if len(heads) else None,
         "lsh_retrieved_p95": float(np.percentile(heads, 95)) if len(heads) else None,
@@ -304,6 +309,21 @@ def _sampling_record(net: Network, comm: Communicator) -> dict[str, Any]:
     for key, value in s.buckets.items():
         out[key] = comm.sum_scalar(value) / comm.size
     return out
+
+
+def _warn_if_mostly_padding(record: dict[str, Any]) -> None:
+    """Say so when the tables found less than half of the active set: the rest is random padding, and the run is
+    then close to uniform sampling whatever its hash settings claim (too large a K for this many outputs)."""
+    retrieved, active = record.get("lsh_retrieved_p50"), record.get("active_p50")
+    if retrieved is None or not active or retrieved >= 0.5 * active:
+        return
+    print(
+        f"warning: epoch {record['epoch']}: the hash tables retrieved a median of {retrieved:,.0f} neurons a sample "
+        f"against {active:,.0f} active ({record['padding_share']:.0%} of the active set is random padding, "
+        f"K={record['lsh_bits_per_table']}): lower --bits or raise --tables",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def _epoch_record(

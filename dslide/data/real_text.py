@@ -205,19 +205,25 @@ def _debian_member(m: PackageMember, workdir: Path) -> bytes:
         return f.read()
 
 
-def build_corpus(name: str, out: Path, workdir: Path | None = None) -> dict[str, int]:
-    """Write corpus NAME (cleaned, one line of space-separated words) to `out`; returns tokens per member."""
+def build_corpus(name: str, out: Path, workdir: Path | None = None, train_fraction: float = 0.8) -> dict[str, int]:
+    """Write corpus NAME (cleaned, space-separated words) to `out`; returns tokens per member.
+
+    Every member's first `train_fraction` of words comes first, then every member's rest, so that the first
+    `train_fraction` of the whole stream (the training split) and the rest (the test split) each hold every
+    source in the same proportions, instead of a test split made of the last source alone."""
     members = CORPORA[name]
     tokens: dict[str, int] = {}
+    heads, tails = [], []
     with tempfile.TemporaryDirectory(prefix="dslide-text-") as tmp:
         work = Path(workdir) if workdir else Path(tmp)
-        parts = []
         for m in members:
-            text = read_member(m.kind, fetch_member(m, work))
-            tokens[f"{m.package}:{Path(m.member).name}"] = text.count(" ") + 1 if text else 0
-            parts.append(text)
+            words = read_member(m.kind, fetch_member(m, work)).split()
+            tokens[f"{m.package}:{Path(m.member).name}"] = len(words)
+            cut = int(len(words) * train_fraction)
+            heads.append(" ".join(words[:cut]))
+            tails.append(" ".join(words[cut:]))
     out.parent.mkdir(parents=True, exist_ok=True)
     partial = out.with_name(out.name + ".tmp")
-    partial.write_text(" ".join(parts) + "\n")
+    partial.write_text(" ".join(t for t in heads + tails if t) + "\n")
     partial.replace(out)
     return tokens

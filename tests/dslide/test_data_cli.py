@@ -119,3 +119,22 @@ def test_installed_dslide_script_inspects(tmp_path):
     fail = subprocess.run([exe, "data", "inspect", str(bad)], capture_output=True, text=True, timeout=120)
     assert fail.returncode != 0
     assert fail.stderr.strip() == f"{bad}:2: feature id out of range: header says 4 features (token '7:1')"
+
+
+def test_harness_data_realism_prints_verdicts_and_draws_the_figure(runner, tmp_path):
+    figure, rows = tmp_path / "tiny.png", tmp_path / "tiny.json"
+    args = ["data", "realism", "tiny", "--data-dir", str(tmp_path), "--figure", str(figure), "--json", str(rows)]
+    result = runner.invoke(harness_main, args)
+    assert result.exit_code == 0, result.output
+    assert "nonzeros per point" in result.output and "published" in result.output
+    assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and figure.stat().st_size > 10_000
+    judged = {r["key"]: r for r in json.loads(rows.read_text())["rows"]}
+    train, _ = make_preset("tiny")
+    assert judged["labels_per_point"]["value"] == pytest.approx(len(train.label_indices) / len(train))
+    assert judged["labels_per_point"]["verdict"] == "off"  # tiny has 2 labels a point, Amazon-670K 5.45
+    assert judged["points_per_label"]["verdict"] == "sample"  # 4,000 points: not the published size
+    # a file works as well as a name; a missing one is a clear error
+    path = tmp_path / "tiny" / "train.txt"
+    assert runner.invoke(harness_main, ["data", "realism", str(path), "--figure", str(figure)]).exit_code == 0
+    missing = runner.invoke(harness_main, ["data", "realism", "nope"])
+    assert missing.exit_code == 2 and "neither a file nor a dataset" in missing.output

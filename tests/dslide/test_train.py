@@ -189,3 +189,25 @@ def test_lsh_inference_and_held_out_slice_during_training(files, tmp_path):
     assert all(0 <= x["p@1"] <= 1 for x in lines)
     final = read_metrics(out)[-1]
     assert final["eval_mode"] == "lsh" and final["p@1"] > 5 * (1 / 120)
+
+
+def test_train_eval_points_records_p_at_k_on_training_points(files, tmp_path):
+    subprocess.run(train_cmd(files, tmp_path / "a", "--epochs", "2", "--train-eval-points", "400"), check=True,
+                   env=env(), timeout=600)  # fmt: skip
+    subprocess.run(train_cmd(files, tmp_path / "b", "--epochs", "1"), check=True, env=env(), timeout=600)
+    asked, default = read_metrics(tmp_path / "a"), read_metrics(tmp_path / "b")
+    assert all("train_p@1" not in m for m in default)
+    for m in asked:
+        assert 0.0 <= m["train_p@5"] <= m["train_p@3"] <= m["train_p@1"] <= 1.0
+    # the network fits the points it trained on better than always guessing the commonest label
+    assert asked[-1]["train_p@1"] > asked[-1]["popularity_p@1"] + 0.05
+
+
+def test_a_run_whose_tables_retrieve_little_says_so(files, tmp_path):
+    # 16 DWTA hashes a table on 120 outputs: almost every bucket is empty, the active set is padding
+    cmd = train_cmd(files, tmp_path / "run", "--epochs", "1", "--hash", "dwta", "--bits", "16", "--range-pow", "18")
+    done = subprocess.run(cmd, env=env(), timeout=600, capture_output=True, text=True, check=True)
+    record = read_metrics(tmp_path / "run")[0]
+    assert record["lsh_bits_per_table"] == 16
+    assert "warning: epoch 1: the hash tables retrieved a median of" in done.stderr
+    assert "lower --bits or raise --tables" in done.stderr

@@ -68,3 +68,19 @@ def test_a_package_member_is_checked_against_its_digest(tmp_path):
     missing = dataclasses.replace(good, member="gensim/none.bz2")
     with pytest.raises(PackageFetchError, match="has no gensim/none.bz2"):
         fetch_member(missing, tmp_path)
+
+
+def test_a_corpus_puts_every_source_in_both_splits(tmp_path, monkeypatch):
+    import dslide.data.real_text as rt
+
+    sources = {"a": "one two three four five six seven eight nine ten", "b": "alpha beta gamma delta epsilon"}
+    members = tuple(dataclasses.replace(WIKI_FRAGMENT, package=k, member=k) for k in sources)
+    monkeypatch.setitem(rt.CORPORA, "two-sources", members)
+    monkeypatch.setattr(rt, "fetch_member", lambda m, work: m.member.encode())
+    monkeypatch.setattr(rt, "read_member", lambda kind, raw: sources[raw.decode()])
+    tokens = rt.build_corpus("two-sources", tmp_path / "c.txt")
+    assert tokens == {"a:a": 10, "b:b": 5}
+    words = (tmp_path / "c.txt").read_text().split()
+    # the first 80% of each source, then the rest of each: the stream's first 80% holds both sources
+    expected = "one two three four five six seven eight alpha beta gamma delta nine ten epsilon"
+    assert " ".join(words) == expected
