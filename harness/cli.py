@@ -109,8 +109,10 @@ def cluster_status_command(as_json: bool) -> None:
 
 
 @main.command("run", context_settings={"ignore_unknown_options": False})
-@click.option("--system", type=click.Choice(["dslide", "tf-dense", "tf-sampled", "horovod", "payload"]), required=True,
-              help="payload: the harness's own MPI self-test (harness/payload.py; its flags go after --).")  # fmt: skip
+@click.option("--system", type=click.Choice(["dslide", "tf-dense", "tf-sampled", "horovod", "payload"]),
+              default="dslide", show_default=True,
+              help="The system under test (dslide) or a baseline; payload: the harness's own MPI self-test "
+                   "(harness/payload.py; its flags go after --).")  # fmt: skip
 @click.option("--nodes", type=click.IntRange(1, 253), default=None,
               help="Nodes [default: 1; with --launcher slurm, the allocation's].")  # fmt: skip
 @click.option("--cores", "cores_per_node", type=click.IntRange(min=1), default=None,

@@ -30,7 +30,9 @@ from rich.text import Text
 
 from harness import launch, slurm
 from harness.cluster import Cluster, emulation_problem
+from harness.costmodel import training_steps
 from harness.hosts import Hosts, over_ssh
+from harness.measured import link_bytes_per_training_step
 from harness.rates import parse_rate
 from harness.records import append_record
 from harness.run_record import build_record, read_metrics
@@ -239,21 +241,22 @@ def terminate_as_exit() -> Iterator[None]:
 
 
 def run_summary(record: dict) -> str:
-    """One line: epoch time (measured or extrapolated), samples/s, bytes per step on the wire and counted, P@1."""
+    """One line: epoch time (measured or extrapolated), samples/s, bytes per training step on the wire and counted
+    (the report's accounting: the link counters less what the run counted for evaluation and start-up), P@1."""
 
     def num(key: str, pattern: str) -> str:
         value = record.get(key)
         return "-" if value is None else pattern.format(value)
 
-    # every epoch's steps (the wire counters also carry start-up and evaluation traffic)
-    steps = sum(m.get("steps") or 0 for m in record.get("epochs") or [])
-    wire = record["wire_bytes"] / steps if record.get("wire_bytes") and steps else None
+    steps = training_steps(record)
+    wire = link_bytes_per_training_step(record)
     app = record["app_bytes"] / steps if record.get("app_bytes") and steps else None
+    ratio = f" ({wire / app:.2f}x)" if wire and app else ""
     how = "extrapolated" if record.get("epoch_time_extrapolated") else "measured"
     return (
         f"epoch {num('epoch_time_s', '{:,.1f}')} s ({how}), {num('samples_per_s', '{:,.0f}')} samples/s, "
-        f"per step {'-' if wire is None else f'{wire:,.0f}'} B on the wire (measured) / "
-        f"{'-' if app is None else f'{app:,.0f}'} B counted, P@1 {num('p@1', '{:.4f}')}"
+        f"per training step {'-' if wire is None else f'{wire:,.0f}'} B on the wire (measured, evaluation and "
+        f"start-up excluded) / {'-' if app is None else f'{app:,.0f}'} B counted{ratio}, P@1 {num('p@1', '{:.4f}')}"
     )
 
 

@@ -37,8 +37,8 @@ from dslide.data.dataset import SparseDataset
 CHUNK_ROWS = 65536
 _STRUCTURE, _TRAIN, _TEST = 10, 11, 12
 _LABELS, _SAMPLE, _FEATURES = 0, 1, 2
-_LEVELS = ("group", "leaf", "mid", "top", "anywhere")
-_SOURCES = ("own", "co-purchased items", "group", "leaf", "mid", "top", "background")
+LEVELS = ("group", "leaf", "mid", "top", "anywhere")  # where a label is drawn: label_levels, level_sharpness
+SOURCES = ("own", "co-purchased items", "group", "leaf", "mid", "top", "background")  # feature_sources
 
 
 @dataclass(frozen=True)
@@ -53,21 +53,23 @@ class CatalogParams:
     population_test: int = 153_025
     avg_nnz: float = 75.68  # distinct features per point: nnz(X) / points on Amazon-670K train
     avg_labels: float = 5.45  # labels per point: Amazon-670K; then points per label = 5.45 * 490,449 / 670,091 = 3.99
-    # Hierarchy: nodes per level (set so a group holds ~5 items and a leaf ~25, like co-purchase neighbourhoods).
+    # Hierarchy: nodes per level. ~17 items a group, ~335 a leaf: the number of leaves sets how much of a point's
+    # neighbourhood a 100,000-point sample can learn (docs/data.md has the trials).
     num_top: int = 25
     num_mid: int = 300
     num_leaf: int = 2_000
     num_group: int = 40_000
     node_size_sigma: float = 0.8  # lognormal spread of how many children a node attracts
-    # Item popularity ~ lognormal: sigma set so that 80-90% of labels have <= 5 training points and the commonest
-    # label is in well under 5% of points (the published mean of 3.99 points per label fixes its scale).
+    # Item popularity ~ lognormal. sigma, label_levels and level_sharpness were set together: 80-90% of labels with
+    # <= 5 training points (0.894 here), the commonest label in well under 5% of points (0.4%), while each leaf's
+    # bestsellers carry what a model can predict (the published mean of 3.99 points per label fixes the scale).
     popularity_sigma: float = 0.6
-    # Where each label of a point comes from: home group, leaf, mid, top category, anywhere (noise).
+    # Where each label of a point comes from (the order of LEVELS): home group, leaf, mid, top category, anywhere.
     label_levels: tuple[float, ...] = (0.15, 0.70, 0.05, 0.05, 0.05)
     # Within a node, an item is drawn by popularity**sharpness (per level): > 1 at the wider levels makes each
     # category's bestsellers the labels its points share (what makes co-purchases predictable).
     level_sharpness: tuple[float, ...] = (1.0, 5.0, 2.0, 2.0, 1.0)
-    # Where each feature draw of a point comes from (the order of _SOURCES).
+    # Where each feature draw of a point comes from (the order of SOURCES).
     feature_sources: tuple[float, ...] = (0.10, 0.15, 0.12, 0.18, 0.08, 0.04, 0.33)
     words_per_node: tuple[int, ...] = (3, 8, 8, 30, 120)  # vocabulary of an item, group, leaf, mid, top node
     feature_zipf: float = 1.0  # background word frequency ~ 1 / rank**feature_zipf

@@ -266,9 +266,29 @@ def test_the_progress_line_shows_the_newest_complete_step_or_epoch(tmp_path):
 def test_run_summary_is_one_line_with_labelled_figures():
     from harness.run import run_summary
 
+    # 40 training steps; the links also carried the 600,000 B the run counted for evaluation
     record = {"epoch_time_s": 1234.5, "epoch_time_extrapolated": True, "samples_per_s": 812.3, "wire_bytes": 4_000_000,
-              "app_bytes": 3_000_000, "p@1": 0.4321, "epochs": [{"steps": 20}, {"steps": 20}]}  # fmt: skip
+              "app_bytes": 3_000_000, "app_eval_bytes": 600_000, "p@1": 0.4321,
+              "epochs": [{"steps": 20}, {"steps": 20}]}  # fmt: skip
     line = run_summary(record)
-    assert line == ("epoch 1,234.5 s (extrapolated), 812 samples/s, per step 100,000 B on the wire (measured) / "
-                    "75,000 B counted, P@1 0.4321")  # fmt: skip
+    assert line == ("epoch 1,234.5 s (extrapolated), 812 samples/s, per training step 85,000 B on the wire (measured, "
+                    "evaluation and start-up excluded) / 75,000 B counted (1.13x), P@1 0.4321")  # fmt: skip
     assert "\n" not in run_summary({"status": "failed"})
+
+
+def test_the_documented_command_runs_dslide_by_default_and_names_the_flag_it_needs():
+    """`harness run --bandwidth 1gbit --nodes 8` (the project's first command): --system defaults to dslide; on a
+    machine with fewer cores than 8 nodes x 1 core it is refused, naming --oversubscribe (not a missing option)."""
+    import os
+
+    from click.testing import CliRunner
+
+    from harness.cli import main
+
+    if (os.cpu_count() or 1) >= 8:
+        pytest.skip("this machine has 8 cores: the command would run")
+    result = CliRunner().invoke(main, ["run", "--bandwidth", "1gbit", "--nodes", "8", "--dataset", "tiny",
+                                       "--max-steps", "10"])  # fmt: skip
+    assert result.exit_code != 0
+    assert "Missing option" not in result.output
+    assert "8 nodes x 1 cores need 8 cores" in result.output and "--oversubscribe" in result.output
