@@ -1,4 +1,4 @@
-"""Realism statistics, each checked against values counted by hand on small made-up sets."""
+"""harness data realism: statistics, each checked against values counted by hand on small made-up sets."""
 
 from __future__ import annotations
 
@@ -6,16 +6,8 @@ import numpy as np
 import pytest
 
 from dslide.data.dataset import SparseDataset
-from dslide.data.realism import (
-    AMAZON_670K,
-    count_predictor_p1,
-    is_skipgram,
-    judge,
-    popularity_p1,
-    text_statistics,
-    xc_statistics,
-)
 from dslide.data.text_corpus import skipgram_dataset, split_points
+from harness.realism import AMAZON_670K, judge, popularity_p1, text_statistics, xc_statistics
 
 
 def xc(labels: list[list[int]], features: list[list[int]], num_labels: int = 6, num_features: int = 10):
@@ -58,11 +50,10 @@ def test_count_predictor_and_text_statistics_by_hand():
     # "a b a b a b c": after word a always comes b; window 1
     ids = np.array([0, 1, 0, 1, 0, 1, 2])
     ds = skipgram_dataset(ids, 3, window=1)
-    assert is_skipgram(ds) and not is_skipgram(xc([[0]], [[1, 2]]))
     train, test = split_points(ds, 4 / 7)  # train: a b a b; test: a b c
     # a's commonest neighbour in training is b, b's is a (right for test points a and b); c is unseen and gets the
     # commonest training label (a and b tie at 2; the first, a), but its only neighbour is b
-    assert count_predictor_p1(train, test) == pytest.approx(2 / 3)
+    assert text_statistics(train, test)["count_predictor_p1"] == pytest.approx(2 / 3)
     s = text_statistics(train, test)
     assert s["tokens"] == 7 and s["vocabulary"] == 3
     assert s["top_word_share"] == pytest.approx(3 / 7)
