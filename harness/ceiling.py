@@ -77,12 +77,12 @@ def by_centre_count(
     return out
 
 
-def model_top1(run_dir: Path, test: SparseDataset, batch: int = 1000) -> np.ndarray:
-    """The top-1 label of a single-rank run's latest checkpoint (exact scores) for every test point."""
+def model_topk(run_dir: Path, test: SparseDataset, k: int = 1, batch: int = 1000) -> np.ndarray:
+    """(points, k): the top-k labels of a single-rank run's latest checkpoint (exact scores) for every test point."""
     from dslide.comm import Communicator
     from dslide.network import Batch, Network
 
     net, _ = Network.from_run(run_dir, Communicator())
     rows = np.arange(len(test))
-    return np.concatenate([net.predict_topk(Batch.from_dataset(test, rows[i : i + batch]), 1)[:, 0]
+    return np.concatenate([net.predict_topk(Batch.from_dataset(test, rows[i : i + batch]), k)
                            for i in range(0, len(test), batch)])  # fmt: skip

@@ -430,7 +430,7 @@ def ceiling_command(dataset: str, data_dir: str | None, run_dir: str | None, tes
 
     from dslide.data.registry import dataset_paths
     from dslide.data.xc_format import load_dataset
-    from harness.ceiling import by_centre_count, model_top1, one_feature_per_point
+    from harness.ceiling import by_centre_count, model_topk, one_feature_per_point
 
     train_path, test_path = dataset_paths(dataset, Path(data_dir) if data_dir else None)
     train, test = load_dataset(train_path), load_dataset(test_path)
@@ -439,7 +439,7 @@ def ceiling_command(dataset: str, data_dir: str | None, run_dir: str | None, tes
                                  param_hint="--dataset")  # fmt: skip
     if test_points is not None:
         test = test.subset(np.arange(min(test_points, len(test))))
-    top1 = model_top1(Path(run_dir), test) if run_dir else None
+    top1 = model_topk(Path(run_dir), test)[:, 0] if run_dir else None
     click.echo(f"{'centre word seen':18s} {'share':>6s} {'model':>7s} {'count predictor':>16s} {'popularity':>11s}")
     for band in by_centre_count(train, test, top1):
         lo, hi = band["seen_from"], band["seen_below"]

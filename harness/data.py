@@ -133,12 +133,28 @@ def make(preset: str, data_dir: str | None, seed: int) -> None:
               help="Where to draw the figure (default: DATASET-realism.png in the current directory).")  # fmt: skip
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write the rows as JSON here.")  # fmt: skip
-def realism(dataset: str, test_file: Path | None, data_dir: str | None, figure: Path | None, json_out: Path | None):
+@click.option(
+    "--run",
+    "run_dir",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=None,
+    help="A single-rank run trained on DATASET: also judge how popularity-driven its predictions are.",
+)
+@click.option(
+    "--test-points",
+    type=click.IntRange(min=1),
+    default=5000,
+    show_default=True,
+    help="With --run: test points the run predicts.",
+)
+def realism(dataset: str, test_file: Path | None, data_dir: str | None, figure: Path | None, json_out: Path | None,
+            run_dir: Path | None, test_points: int):  # fmt: skip
     """How much DATASET (a registered name or a TRAIN_FILE) behaves like the real set it stands for.
 
     Every statistic computed from the files, beside the published value, its tolerance, its source and a verdict
     (ok, off; `sample` where the statistic depends on the number of points and the set is smaller than the
-    published one), and a figure of label frequency against rank and of points per label.
+    published one), and a figure of label frequency against rank and of points per label. With --run, also how
+    popularity-driven that run's test predictions are.
     """
     from dslide.data.registry import REAL, dataset_paths, known_names
     from dslide.data.registry import data_dir as resolve
@@ -161,6 +177,14 @@ def realism(dataset: str, test_file: Path | None, data_dir: str | None, figure: 
         click.echo(str(e), err=True)
         sys.exit(2)
     kind, rows = assess(train, test)
+    if run_dir is not None:
+        import numpy as np
+
+        from harness.ceiling import model_topk
+        from harness.realism import MODEL, judge, model_statistics
+
+        top5 = model_topk(run_dir, test.subset(np.arange(min(test_points, len(test)))), k=5)
+        rows += judge(model_statistics(train, top5), MODEL, full_size=True)
     real = "real" if dataset in REAL else "computed from the files"
     click.echo(f"{name} ({kind}, {real}): {len(train):,} train / {len(test):,} test points; {train_path}")
     click.echo(format_rows(rows))

@@ -144,6 +144,28 @@ def judge(stats: dict[str, float], references: dict[str, Reference], full_size: 
     return rows
 
 
+MODEL = {
+    "top1_among_300_commonest": Reference(
+        "the model's top-1 among the 300 commonest labels", None, 0.0, 0.20,
+        "issue 30's target: predictions follow the input, not popularity",
+    ),
+    "top5_held_by_1000_popular": Reference(
+        "share of the model's top-5 that a fixed list of the 1,000 commonest labels holds", None, 0.0, 0.10,
+        "issue 30's target",
+    ),
+}  # fmt: skip
+
+
+def model_statistics(train: SparseDataset, top5: np.ndarray) -> dict[str, float]:
+    """How popularity-driven a trained model's predictions (test points x 5) are."""
+    ranked = np.argsort(-label_counts(train), kind="stable")
+    return {
+        "top1_among_300_commonest": float(np.isin(top5[:, 0], ranked[:300]).mean()),
+        "top5_held_by_1000_popular": float(np.isin(top5, ranked[:1000]).mean()),
+        "distinct_top1_share": float(len(np.unique(top5[:, 0])) / max(len(top5), 1)),
+    }
+
+
 def assess(train: SparseDataset, test: SparseDataset) -> tuple[str, list[dict]]:
     """('xc' or 'text', the judged rows)."""
     if one_feature_per_point(train) and train.num_features == train.num_labels:

@@ -138,3 +138,19 @@ def test_harness_data_realism_prints_verdicts_and_draws_the_figure(runner, tmp_p
     assert runner.invoke(harness_main, ["data", "realism", str(path), "--figure", str(figure)]).exit_code == 0
     missing = runner.invoke(harness_main, ["data", "realism", "nope"])
     assert missing.exit_code == 2 and "neither a file nor a dataset" in missing.output
+
+
+def test_harness_data_realism_judges_a_run_s_predictions(runner, tmp_path):
+    out = tmp_path / "run"
+    train = runner.invoke(dslide_main, ["train", "--dataset", "tiny", "--data-dir", str(tmp_path), "--out", str(out),
+                                        "--hidden", "16", "--no-progress", "--max-steps", "5"])  # fmt: skip
+    assert train.exit_code == 0, train.output
+    rows = tmp_path / "rows.json"
+    args = ["data", "realism", "tiny", "--data-dir", str(tmp_path), "--figure", str(tmp_path / "f.png"), "--run",
+            str(out), "--test-points", "300", "--json", str(rows)]  # fmt: skip
+    result = runner.invoke(harness_main, args)
+    assert result.exit_code == 0, result.output
+    judged = {r["key"]: r for r in json.loads(rows.read_text())["rows"]}
+    # tiny has 200 labels: every prediction is among the 300 commonest, which the verdict reports as off
+    assert judged["top1_among_300_commonest"]["value"] == 1.0
+    assert judged["top1_among_300_commonest"]["verdict"] == "off"

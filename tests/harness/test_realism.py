@@ -73,3 +73,15 @@ def test_zipf_slope_of_an_exact_power_law():
 
 def test_popularity_on_an_empty_test_set():
     assert popularity_p1(xc([[0]], [[1]]), xc([], [])) == 0.0
+
+
+def test_model_statistics_by_hand():
+    from harness.realism import model_statistics
+
+    # training counts: label 0 x3, 1 x2, 2 x1; the 300 / 1,000 commonest are then every label that occurs first
+    train = xc([[0, 1], [0], [0, 1, 2]], [[1], [2], [3]])
+    top5 = np.array([[0, 3, 4, 5, 1], [5, 4, 3, 2, 1], [4, 0, 1, 2, 3]])
+    s = model_statistics(train, top5)
+    # ranked by count, then id: 0, 1, 2, 3, 4, 5 (all six are among the 300 and the 1,000 commonest here)
+    assert s["top1_among_300_commonest"] == 1.0 and s["top5_held_by_1000_popular"] == 1.0
+    assert s["distinct_top1_share"] == 1.0
