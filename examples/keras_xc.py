@@ -154,7 +154,7 @@ def main(argv: list[str] | None = None) -> None:
     from dslide.data.xc_format import load_dataset
 
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--dataset", default="amazon670k-small", help="a dslide data set name (dslide data list)")
+    p.add_argument("--dataset", default="amazon670k-small", help="a dslide data set name (harness data list)")
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--hidden", type=int, default=128)
     p.add_argument("--lr", type=float, default=1e-3)
