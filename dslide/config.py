@@ -29,14 +29,12 @@ class LSHConfig:
     code_layout: Literal["packed", "slide"] = "packed"  # slide: WTA/DWTA bucket ids as SLIDE's C++ computes them
 
 
-RETRIEVE_TARGET = 1000  # what auto_bits aims the tables' union at: SLIDE's padding floor, ~0.15% of Amazon-670K
-
-
-def auto_bits(num_outputs: int, lsh: LSHConfig, target: int = RETRIEVE_TARGET) -> int:
+def auto_bits(num_outputs: int, lsh: LSHConfig, target: int) -> int:
     """K for `num_outputs` neurons: the largest K whose L tables still return at least `target` neurons in all if
-    neurons spread evenly over a table's codes (num_outputs * L / codes(K) >= target). A code of WTA/DWTA has
-    log2(bin_size) bits a hash; SimHash and learned hashes 1. 670,091 outputs, L=50, DWTA bins of 8: K=5 (~1,000;
-    ~1,100 measured); 40,000: K=3; 235,055 (the real-text vocabulary): K=4."""
+    neurons spread evenly over a table's codes (num_outputs * L / codes(K) >= target). The sampler aims at the
+    active set's floor (SamplingConfig.min_active, 1,000), so the tables, not random padding, fill it. A code of
+    WTA/DWTA has log2(bin_size) bits a hash; SimHash and learned hashes 1. With 1,000, L=50 and DWTA bins of 8:
+    K=5 at 670,091 outputs (~1,000; ~1,100 measured), 4 at 235,055 (the real-text vocabulary), 3 at 40,000."""
     bits_a_hash = math.log2(lsh.bin_size) if lsh.family in ("wta", "dwta") else 1.0
     k = math.floor(math.log2(max(num_outputs * lsh.num_tables / target, 1.0)) / bits_a_hash + 1e-9)
     return max(1, min(k, 16, lsh.range_pow if lsh.family == "learned" else 16))

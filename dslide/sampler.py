@@ -154,11 +154,12 @@ class OutputSampler:
         return self.family is not None and hasattr(self.family, "fit")
 
     def resolved_lsh(self) -> LSHConfig:
-        """The hash configuration with K chosen (auto_bits of every rank's neurons together) where it is None: each
-        rank's tables then return its share of the same total."""
+        """The hash configuration with K chosen where it is None (auto_bits of every rank's neurons together, aimed
+        at the active set's floor): each rank's tables then return its share of the same total."""
         if self.lsh_cfg.bits_per_table is not None:
             return self.lsh_cfg
-        return replace(self.lsh_cfg, bits_per_table=auto_bits(self.num_labels, self.lsh_cfg))
+        k = auto_bits(self.num_labels, self.lsh_cfg, target=self.cfg.min_active)
+        return replace(self.lsh_cfg, bits_per_table=k)
 
     def init_tables(self, weights: np.ndarray) -> None:
         """Hash functions and the first tables, from the initial weights (LSH mode only)."""

@@ -22,7 +22,7 @@ import tensorflow as tf
 
 import dslide.keras
 from dslide.comm import Communicator
-from dslide.config import SamplingConfig, TrainConfig
+from dslide.config import LSHConfig, SamplingConfig, TrainConfig
 from dslide.data.batching import batches, num_batches
 from dslide.data.dataset import SparseDataset
 from dslide.init import init_columns, layer_scales
@@ -81,6 +81,7 @@ def compiled_model(
     seed: int = 0,
     comm: Communicator | None = None,
     sampling: SamplingConfig | None = None,
+    lsh: LSHConfig | None = None,
 ) -> XCModel:
     tf.keras.utils.set_random_seed(seed)
     counts = np.bincount(train_ds.label_indices, minlength=train_ds.num_labels)
@@ -93,6 +94,7 @@ def compiled_model(
         label_counts=counts,
         comm=comm,
         sampling=sampling or SamplingConfig(),
+        lsh=lsh,
         train=TrainConfig(lr=lr, seed=seed),
     )
     # lazy Adam on the embedding rows of the batch, as dslide train's first layer (Keras' Adam decays every row)
@@ -113,9 +115,10 @@ def fit(
     sampling: SamplingConfig | None = None,
     max_steps: int | None = None,
     return_model: bool = False,
+    lsh: LSHConfig | None = None,
 ):
     """Train with model.fit and evaluate with model.evaluate; returns one record per epoch."""
-    model = compiled_model(train_ds, hidden, lr, seed, comm, sampling)
+    model = compiled_model(train_ds, hidden, lr, seed, comm, sampling, lsh)
     test = Batches(test_ds.subset(np.arange(min(test_points or len(test_ds), len(test_ds)))), 512, seed, False)
     train = Batches(train_ds, batch_size, seed)
     records: list[dict] = []

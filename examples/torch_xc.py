@@ -21,7 +21,7 @@ import torch
 
 import dslide.torch
 from dslide.comm import Communicator
-from dslide.config import SamplingConfig, TrainConfig
+from dslide.config import LSHConfig, SamplingConfig, TrainConfig
 from dslide.data.batching import batches
 from dslide.data.dataset import SparseDataset
 from dslide.init import init_columns, layer_scales
@@ -72,6 +72,7 @@ class Trainer:
         seed: int = 0,
         comm: Communicator | None = None,
         sampling: SamplingConfig | None = None,
+        lsh: LSHConfig | None = None,
     ) -> None:
         torch.manual_seed(seed)
         counts = np.bincount(train_ds.label_indices, minlength=train_ds.num_labels)
@@ -82,6 +83,7 @@ class Trainer:
             label_counts=counts,
             comm=comm,
             sampling=sampling or SamplingConfig(),
+            lsh=lsh,
             train=TrainConfig(lr=lr, seed=seed),
         )
         self.optimizers = [  # SparseAdam: lazy Adam on the rows of the batch, as dslide train's first layer
@@ -112,9 +114,10 @@ def fit(
     sampling: SamplingConfig | None = None,
     max_steps: int | None = None,
     return_model: bool = False,
+    lsh: LSHConfig | None = None,
 ):
     """Train and evaluate; returns one record per epoch (P@1 on the test points, time, loss, active neurons)."""
-    step = Trainer(train_ds, hidden, lr, seed, comm, sampling)
+    step = Trainer(train_ds, hidden, lr, seed, comm, sampling, lsh)
     encoder, head = step.encoder, step.head
     test = test_ds.subset(np.arange(min(test_points or len(test_ds), len(test_ds))))
     records = []

@@ -104,7 +104,8 @@ def test_the_first_runs_work_as_written(command, tmp_path):
     args = [harness, *short_form(command)[1:], "--out", str(tmp_path / "records"), "--work-dir", str(tmp_path / "w")]
     done = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "ok:" in done.stdout and "per training step" in done.stdout
+    said = done.stdout + done.stderr  # the harness's console writes to stderr
+    assert "ok:" in said and "per training step" in said
 
 
 @pytest.mark.slow

@@ -18,7 +18,11 @@ __all__ = ["DWTA", "WTA", "HashFamily", "LearnedHash", "SimHash", "make_family"]
 
 def make_family(cfg: LSHConfig, dim: int, seed: int) -> HashFamily:
     """The hash family cfg.family ("srp", "wta", "dwta" or "learned") for dim-dimensional vectors."""
+    if cfg.family not in ("srp", "wta", "dwta", "learned"):
+        raise ValueError(f"unknown hash family {cfg.family!r} (expected 'srp', 'wta', 'dwta' or 'learned')")
     K, L, R = cfg.bits_per_table, cfg.num_tables, cfg.range_pow
+    if K is None:
+        raise ValueError("bits_per_table is None: choose K first (dslide.config.auto_bits, as the sampler does)")
     if cfg.family == "srp":
         return SimHash(dim, K, L, R, density=cfg.srp_density, seed=seed)
     slide = cfg.code_layout == "slide"

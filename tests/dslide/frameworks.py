@@ -130,11 +130,12 @@ def assert_two_ranks_equal_one(tmp: Path, framework: str) -> None:
 def assert_example_learns(framework: str) -> None:
     """The example, 2 epochs at dslide train's learning-test setting (200 of 20,000 outputs active: 1%), beats
     always predicting the commonest label by 0.15 per epoch."""
-    from tests.dslide.test_learning import amazon_like
+    from tests.dslide.test_learning import SPARSE_LSH, amazon_like
 
     _, train_ds, test_ds = amazon_like()
     sampling = SamplingConfig("lsh", min_active=200, pad_threshold=200, tail=80, frequent=50)
-    records = load_example(f"{framework}_xc").fit(train_ds, test_ds, epochs=2, hidden=64, sampling=sampling)
+    example = load_example(f"{framework}_xc")
+    records = example.fit(train_ds, test_ds, epochs=2, hidden=64, sampling=sampling, lsh=SPARSE_LSH)
     popularity = popularity_p_at_1(train_ds, test_ds)  # ~0.24
     assert records[-1]["active_per_sample"] <= 0.0105 * train_ds.num_labels
     for r in records:  # a model that learned nothing from the features scores the popularity

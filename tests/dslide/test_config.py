@@ -27,11 +27,11 @@ def test_auto_bits_scales_k_with_the_number_of_outputs():
     dwta = LSHConfig()
     assert dwta.bits_per_table is None  # chosen per network
     # DWTA bins of 8 (3 bits a hash), 50 tables: 670,091 * 50 / 8**5 = 1,022 >= 1,000 > 670,091 * 50 / 8**6
-    assert [auto_bits(n, dwta) for n in (670_091, 235_055, 40_000, 1_000)] == [5, 4, 3, 1]
-    assert auto_bits(20, dwta) == 1
-    assert auto_bits(670_091, LSHConfig(family="srp")) == 15  # 1 bit a hash: 670,091 * 50 / 2**15 = 1,022
-    assert auto_bits(670_091, LSHConfig(family="learned", range_pow=12)) == 12  # never more bits than buckets
-    assert auto_bits(40_000, LSHConfig(num_tables=200)) == 4
+    assert [auto_bits(n, dwta, 1000) for n in (670_091, 235_055, 40_000, 1_000)] == [5, 4, 3, 1]
+    assert auto_bits(20, dwta, 1000) == 1
+    assert auto_bits(670_091, LSHConfig(family="srp"), 1000) == 15  # 1 bit a hash: 670,091 * 50 / 2**15 = 1,022
+    assert auto_bits(670_091, LSHConfig(family="learned", range_pow=12), 1000) == 12  # never more bits than buckets
+    assert auto_bits(40_000, LSHConfig(num_tables=200), 1000) == 4
 
 
 def test_the_sampler_resolves_k_from_every_rank_s_neurons():
@@ -41,5 +41,8 @@ def test_the_sampler_resolves_k_from_every_rank_s_neurons():
     # a rank holding a quarter of 670,091 neurons hashes with the K of the whole layer
     rank = OutputSampler(670_091 // 4, 670_091, 8, LSHConfig(), SamplingConfig(), ScheduleConfig(), hash_seed=0)
     assert rank.resolved_lsh().bits_per_table == 5
+    # aimed at the active floor: 200 active -> K=4 at 40,000 outputs (40,000 * 50 / 8**4 = 488 >= 200)
+    small_floor = OutputSampler(40_000, 40_000, 8, LSHConfig(), SamplingConfig(min_active=200), ScheduleConfig(), 0)
+    assert small_floor.resolved_lsh().bits_per_table == 4
     fixed = OutputSampler(100, 670_091, 8, LSHConfig(bits_per_table=7), SamplingConfig(), ScheduleConfig(), 0)
     assert fixed.resolved_lsh().bits_per_table == 7

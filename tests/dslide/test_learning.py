@@ -32,6 +32,9 @@ def test_lsh_sampling_reaches_dense_p_at_1_within_two_and_a_half_points(tmp_path
     assert dense["avg_active"] == params.num_labels
 
 
+SPARSE_LSH = LSHConfig(bits_per_table=5)
+
+
 def amazon_like(seed: int = 1):
     """20,000 labels (Zipf popularity like Amazon-670K's), 24,000 points: small enough for CI."""
     params = XCParams(10_000, 20_000, 24_000, 2_000, avg_nnz=30.0, avg_labels=3.0)
@@ -43,7 +46,8 @@ def train_defaults(tmp_path, lr: float, epochs: int, mode: str = "lsh"):
     # the engine's defaults with the active set scaled to 1% of the outputs (200 of 20,000), as 1,000 of
     # 670,091 is at the Amazon shape: 50 frequent labels, the tables, and 80 weighted uniform negatives always
     sampling = SamplingConfig(mode, min_active=200, pad_threshold=200, tail=80, frequent=50)
-    net = NetworkConfig(params.num_features, params.num_labels, hidden=(64,), sampling=sampling)
+    # K fixed at the Amazon default (5): auto_bits would take 4 here, whose tables alone return ~240 (over 1%)
+    net = NetworkConfig(params.num_features, params.num_labels, hidden=(64,), sampling=sampling, lsh=SPARSE_LSH)
     cfg = TrainConfig(epochs=epochs, lr=lr, threads=2, progress=False, recall_every=0)
     return train(net, cfg, train_ds, test_ds, tmp_path / f"{mode}-{lr}")
 

@@ -20,12 +20,14 @@ def weights(seed: int = 0) -> np.ndarray:
 def sampler(trigger: str = "drift", threshold: float = 0.05) -> OutputSampler:
     schedule = ScheduleConfig(rebuild_first=50, redraw_every=0, trigger=trigger, drift_threshold=threshold,
                               drift_rows=500, drift_check_every=10)  # fmt: skip
-    s = OutputSampler(N, N, DIM, LSHConfig(num_tables=8, range_pow=10), SamplingConfig(), schedule, hash_seed=3)
+    s = OutputSampler(
+        N, N, DIM, LSHConfig(bits_per_table=5, num_tables=8, range_pow=10), SamplingConfig(), schedule, hash_seed=3
+    )
     return s
 
 
 def test_drift_is_the_share_of_changed_buckets():
-    family = make_family(LSHConfig("srp", num_tables=8, range_pow=10), DIM, 1)
+    family = make_family(LSHConfig("srp", bits_per_table=5, num_tables=8, range_pow=10), DIM, 1)
     monitor = DriftMonitor(N, rows=500, threshold=0.05, check_every=10, seed=0)
     W = weights()
     monitor.rebuilt(family, W)

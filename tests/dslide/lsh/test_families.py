@@ -118,3 +118,8 @@ def test_nearby_vectors_collide_more_than_far_ones(name: str) -> None:
         rates.append(np.mean(fam.hash(base) == fam.hash(near)))
     assert all(a > b + 0.02 for a, b in zip(rates[:-1], rates[1:], strict=True)), rates
     assert rates[0] > 0.85
+
+
+def test_a_family_needs_its_k_chosen_first():
+    with pytest.raises(ValueError, match="choose K first"):
+        make_family(LSHConfig(), 8, 0)
