@@ -33,6 +33,7 @@ import numba
 import numpy as np
 
 from dslide.data.dataset import SparseDataset
+from dslide.data.documents import concat, document_rows, draw, first_occurrences, zipf_cdf
 
 CHUNK_ROWS = 65536
 _STRUCTURE, _TRAIN, _TEST = 10, 11, 12
@@ -106,7 +107,7 @@ class Catalogue:
         self.num_nodes = [len(r[0]) for r in self.node_ranges]
         # Node vocabularies: distinctive words (never the commonest ones) of every item, group, leaf, mid, top.
         self.feature_of_rank = rng.permutation(p.num_features).astype(np.int64)
-        self.feature_cdf = _zipf_cdf(p.num_features, p.feature_zipf)
+        self.feature_cdf = zipf_cdf(p.num_features, p.feature_zipf)
         counts = (p.num_labels, *self.num_nodes)
         floors = (500, 500, 300, 100, 50)
         self.vocab = [
@@ -123,20 +124,20 @@ class Catalogue:
         rng = np.random.Generator(np.random.PCG64([seed, stream, _LABELS]))
         group_start, group_end = self.node_ranges[0]
         group_weight = self.cum_popularity[group_end] - self.cum_popularity[group_start]  # points follow items
-        home = _draw(rng, np.cumsum(group_weight) / group_weight.sum(), n)
+        home = draw(rng, np.cumsum(group_weight) / group_weight.sum(), n)
         k = np.minimum(1 + rng.poisson(p.avg_labels - 1.0, n), p.num_labels)
         rows = np.repeat(np.arange(n, dtype=np.int64), k)
-        level = _draw(rng, np.cumsum(p.label_levels) / np.sum(p.label_levels), len(rows))
+        level = draw(rng, np.cumsum(p.label_levels) / np.sum(p.label_levels), len(rows))
         home_position = self.node_ranges[0][0][home]  # any item of the home group names its ancestors
         positions = self._draw_items(rng, home_position[rows], level)
         # A label already in the point is drawn again one level up (a small group has few items); leftovers dropped.
         for _ in range(20):
-            dup = ~_first_occurrences(rows, positions, p.num_labels)
+            dup = ~first_occurrences(rows, positions, p.num_labels)
             if not dup.any():
                 break
             level[dup] = np.minimum(level[dup] + 1, 4)
             positions[dup] = self._draw_items(rng, home_position[rows[dup]], level[dup])
-        keep = _first_occurrences(rows, positions, p.num_labels)
+        keep = first_occurrences(rows, positions, p.num_labels)
         rows, positions = rows[keep], positions[keep]
         indptr = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(np.bincount(rows, minlength=n), out=indptr[1:])
@@ -176,7 +177,7 @@ class Catalogue:
     def points(self, n: int, population: int, seed: int, stream: int) -> SparseDataset:
         """n points sampled uniformly from the split's population, with their features."""
         if n == 0:
-            return _concat([], self.p.num_features, self.p.num_labels)
+            return concat([], self.p.num_features, self.p.num_labels)
         home, indptr, labels = self.population(population, seed, stream)
         rng = np.random.Generator(np.random.PCG64([seed, stream, _SAMPLE]))
         keep = np.sort(rng.choice(population, size=n, replace=False)) if n < population else np.arange(population)
@@ -189,7 +190,7 @@ class Catalogue:
             take = np.repeat(indptr[rows], lengths) + (np.arange(lab_ptr[-1]) - np.repeat(lab_ptr[:-1], lengths))
             chunk_rng = np.random.Generator(np.random.PCG64([seed, stream, _FEATURES, c]))
             parts.append(self._features(chunk_rng, home[rows], lab_ptr, labels[take]))
-        return _concat(parts, self.p.num_features, self.p.num_labels)
+        return concat(parts, self.p.num_features, self.p.num_labels)
 
     def _features(
         self, rng: np.random.Generator, home: np.ndarray, label_indptr: np.ndarray, labels: np.ndarray
@@ -202,7 +203,7 @@ class Catalogue:
         cand = np.ceil(2.5 * target).astype(np.int64) + 8
         rows = np.repeat(np.arange(n, dtype=np.int64), cand)
         m = len(rows)
-        source = _draw(rng, np.cumsum(p.feature_sources) / np.sum(p.feature_sources), m)
+        source = draw(rng, np.cumsum(p.feature_sources) / np.sum(p.feature_sources), m)
         source[(source == 1) & (label_counts[rows] == 0)] = 6
         rank = np.empty(m, dtype=np.int64)
         own = source == 0  # rare words of the point's own description
@@ -221,27 +222,13 @@ class Catalogue:
             node = self.ancestors[lv][home_position[rows[at]]]
             rank[at] = words[node, rng.integers(0, words.shape[1], int(at.sum()))]
         background = source == 6
-        rank[background] = _draw(rng, self.feature_cdf, int(background.sum()))
+        rank[background] = draw(rng, self.feature_cdf, int(background.sum()))
         feats = self.feature_of_rank[rank]
         signal = (source >= 1) & (source <= 5)
-        first = _first_occurrences(rows, feats, p.num_features)
-        rows, feats, signal = rows[first], feats[first], signal[first]
-        starts = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(np.bincount(rows, minlength=n), out=starts[1:])
-        keep = (np.arange(len(rows)) - starts[rows]) < target[rows]
-        rows, feats, signal = rows[keep], feats[keep], signal[keep]
-        tf = 1.0 + rng.poisson(np.where(signal, 1.5, 0.3))
-        values = np.log1p(tf) * self.idf[feats]
-        order = np.lexsort((feats, rows))
-        rows, feats, values = rows[order], feats[order], values[order]
-        norms = np.sqrt(np.bincount(rows, weights=values * values, minlength=n))
-        values = np.maximum(np.round(values / norms[rows], 6), 1e-6)
-        feat_indptr = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(np.bincount(rows, minlength=n), out=feat_indptr[1:])
+        feat_indptr, feats, values = document_rows(rng, n, rows, feats, signal, target, self.idf)
         return SparseDataset(
-            feat_indptr, feats.astype(np.int32), values.astype(np.float32),
-            label_indptr, labels.astype(np.int32), p.num_features, p.num_labels,
-        )  # fmt: skip
+            feat_indptr, feats, values, label_indptr, labels.astype(np.int32), p.num_features, p.num_labels
+        )
 
 
 def generate_catalog(p: CatalogParams, seed: int = 0) -> tuple[SparseDataset, SparseDataset]:
@@ -258,30 +245,12 @@ def generate_catalog(p: CatalogParams, seed: int = 0) -> tuple[SparseDataset, Sp
 def _attach(rng: np.random.Generator, children: int, parents: int, sigma: float) -> np.ndarray:
     """A parent for every child, parents chosen by lognormal attraction (so sizes vary like real categories)."""
     w = rng.lognormal(0.0, sigma, parents)
-    return _draw(rng, np.cumsum(w) / w.sum(), children)
+    return draw(rng, np.cumsum(w) / w.sum(), children)
 
 
 def _ranges(sorted_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     n = int(sorted_ids[-1]) + 1
     return np.searchsorted(sorted_ids, np.arange(n), "left"), np.searchsorted(sorted_ids, np.arange(n), "right")
-
-
-def _zipf_cdf(n: int, exponent: float) -> np.ndarray:
-    w = 1.0 / np.arange(1, n + 1, dtype=np.float64) ** exponent
-    cdf = np.cumsum(w)
-    return cdf / cdf[-1]
-
-
-def _draw(rng: np.random.Generator, cdf: np.ndarray, size: int) -> np.ndarray:
-    return np.minimum(np.searchsorted(cdf, rng.random(size), side="right"), len(cdf) - 1)
-
-
-def _first_occurrences(rows: np.ndarray, values: np.ndarray, width: int) -> np.ndarray:
-    key = rows * width + values
-    order = np.argsort(key, kind="stable")
-    first = np.ones(len(key), dtype=bool)
-    first[order[1:]] = key[order[1:]] != key[order[:-1]]
-    return first
 
 
 @numba.njit(cache=True)
@@ -320,27 +289,3 @@ def _place_missing_items(indptr, positions, home, ancestor_groups, seed):
                 positions[best] = item
                 count[item] = 1
                 break
-
-
-def _concat(parts: list[SparseDataset], num_features: int, num_labels: int) -> SparseDataset:
-    if not parts:
-        empty = SparseDataset(np.zeros(1, np.int64), np.zeros(0, np.int32), np.zeros(0, np.float32),
-                              np.zeros(1, np.int64), np.zeros(0, np.int32), num_features, num_labels)  # fmt: skip
-        return empty
-
-    def indptr(ptrs: list[np.ndarray]) -> np.ndarray:
-        out, base = [np.zeros(1, np.int64)], 0
-        for ptr in ptrs:
-            out.append(ptr[1:] + base)
-            base += int(ptr[-1])
-        return np.concatenate(out)
-
-    return SparseDataset(
-        indptr([d.feat_indptr for d in parts]),
-        np.concatenate([d.feat_indices for d in parts]),
-        np.concatenate([d.feat_values for d in parts]),
-        indptr([d.label_indptr for d in parts]),
-        np.concatenate([d.label_indices for d in parts]),
-        num_features,
-        num_labels,
-    )

@@ -176,6 +176,15 @@ def dataset_paths(name: str, data_dir: Path | None = None, make: bool = True, se
     return make_preset_files(name, folder.parent, seed)
 
 
+def _write_meta(folder: Path, meta: dict) -> None:
+    """folder/meta.json, atomically: what made the files beside it."""
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix="meta.json", suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        f.write(json.dumps(meta, indent=2) + "\n")
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, folder / "meta.json")
+
+
 def _made_by_current_generator(name: str, folder: Path) -> bool:
     """Whether a preset's files on disk were made with the parameters the preset has now (meta.json says), so a
     preset whose generator changed is made again instead of silently serving the old data."""
@@ -206,11 +215,7 @@ def make_preset_files(name: str, data_dir: Path | None = None, seed: int = 0) ->
         "train": summarize(train),
         "test": summarize(test),
     }
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix="meta.json", suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        f.write(json.dumps(meta, indent=2) + "\n")
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, folder / "meta.json")
+    _write_meta(folder, meta)
     return folder / "train.txt", folder / "test.txt"
 
 
@@ -231,9 +236,5 @@ def make_corpus_files(name: str, data_dir: Path | None = None) -> tuple[Path, Pa
     write_vocab(folder / "vocab.txt", vocab)
     members = [asdict(m) for m in CORPORA[name]]
     meta = {"name": name, "members": members, "tokens": tokens, "train": summarize(train), "test": summarize(test)}
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix="meta.json", suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        f.write(json.dumps(meta, indent=2) + "\n")
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, folder / "meta.json")
+    _write_meta(folder, meta)
     return folder / "train.txt", folder / "test.txt"

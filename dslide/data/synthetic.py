@@ -23,6 +23,7 @@ import numpy as np
 
 from dslide.data.catalog import CatalogParams, generate_catalog
 from dslide.data.dataset import SparseDataset
+from dslide.data.documents import concat, document_rows, draw, first_occurrences, zipf_cdf
 from dslide.data.text_corpus import skipgram_dataset, split_points
 
 CHUNK_ROWS = 65536
@@ -125,27 +126,8 @@ def generate(params: XCParams | TextParams | CatalogParams, seed: int = 0) -> tu
     )
 
 
-def _zipf_cdf(n: int, exponent: float) -> np.ndarray:
-    w = 1.0 / np.arange(1, n + 1, dtype=np.float64) ** exponent
-    cdf = np.cumsum(w)
-    return cdf / cdf[-1]
-
-
-def _draw(rng: np.random.Generator, cdf: np.ndarray, size: int) -> np.ndarray:
-    return np.minimum(np.searchsorted(cdf, rng.random(size), side="right"), len(cdf) - 1)
-
-
 def _row_ids(counts: np.ndarray) -> np.ndarray:
     return np.repeat(np.arange(len(counts), dtype=np.int64), counts)
-
-
-def _first_occurrences(rows: np.ndarray, values: np.ndarray, width: int) -> np.ndarray:
-    """Mask of entries whose (row, value) was not seen earlier in the (row-ordered) arrays."""
-    key = rows * width + values
-    order = np.argsort(key, kind="stable")
-    first = np.ones(len(key), dtype=bool)
-    first[order[1:]] = key[order[1:]] != key[order[:-1]]
-    return first
 
 
 class _XCStructure:
@@ -155,9 +137,9 @@ class _XCStructure:
         self.p = p
         rng = np.random.Generator(np.random.PCG64([seed, _STRUCTURE_STREAM]))
         self.label_of_rank = rng.permutation(p.num_labels).astype(np.int64)
-        self.label_cdf = _zipf_cdf(p.num_labels, p.label_zipf)
+        self.label_cdf = zipf_cdf(p.num_labels, p.label_zipf)
         self.feature_of_rank = rng.permutation(p.num_features).astype(np.int64)
-        self.feature_cdf = _zipf_cdf(p.num_features, p.feature_zipf)
+        self.feature_cdf = zipf_cdf(p.num_features, p.feature_zipf)
         self.prototypes = rng.integers(0, p.num_features, size=(p.num_labels, p.proto_size), dtype=np.int64)
         # idf-like weight: rare background features weigh more.
         rank = np.empty(p.num_features, dtype=np.int64)
@@ -166,20 +148,20 @@ class _XCStructure:
 
     def points(self, n: int, seed: int, stream: int) -> SparseDataset:
         parts = [self._chunk(min(CHUNK_ROWS, n - r0), seed, stream, r0 // CHUNK_ROWS) for r0 in range(0, n, CHUNK_ROWS)]
-        return _concat(parts, self.p.num_features, self.p.num_labels)
+        return concat(parts, self.p.num_features, self.p.num_labels)
 
     def _labels(self, rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
         p = self.p
         k = np.minimum(1 + rng.poisson(max(p.avg_labels - 1.0, 0.0), n), p.num_labels)
         rows = _row_ids(k)
-        labels = self.label_of_rank[_draw(rng, self.label_cdf, len(rows))]
+        labels = self.label_of_rank[draw(rng, self.label_cdf, len(rows))]
         # Redraw duplicates within a point a few times; the rare leftovers are dropped.
         for _ in range(20):
-            dup = ~_first_occurrences(rows, labels, p.num_labels)
+            dup = ~first_occurrences(rows, labels, p.num_labels)
             if not dup.any():
                 break
-            labels[dup] = self.label_of_rank[_draw(rng, self.label_cdf, int(dup.sum()))]
-        keep = _first_occurrences(rows, labels, p.num_labels)
+            labels[dup] = self.label_of_rank[draw(rng, self.label_cdf, int(dup.sum()))]
+        keep = first_occurrences(rows, labels, p.num_labels)
         rows, labels = rows[keep], labels[keep]
         order = np.lexsort((labels, rows))
         return np.bincount(rows, minlength=n), labels[order]
@@ -199,66 +181,23 @@ class _XCStructure:
         rows = _row_ids(cand)
         m = len(rows)
         is_signal = (rng.random(m) < p.signal) & (label_counts[rows] > 0)
-        feats = self.feature_of_rank[_draw(rng, self.feature_cdf, m)]
+        feats = self.feature_of_rank[draw(rng, self.feature_cdf, m)]
         srows = rows[is_signal]
         pick = label_indptr[srows] + (rng.random(len(srows)) * label_counts[srows]).astype(np.int64)
         slot = rng.integers(0, p.proto_size, len(srows))
         feats[is_signal] = self.prototypes[labels[pick], slot]
-        first = _first_occurrences(rows, feats, p.num_features)
-        rows, feats, is_signal = rows[first], feats[first], is_signal[first]
-        starts = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(np.bincount(rows, minlength=n), out=starts[1:])
-        rank_in_row = np.arange(len(rows)) - starts[rows]
-        keep = rank_in_row < target[rows]
-        rows, feats, is_signal = rows[keep], feats[keep], is_signal[keep]
-
         # tf-idf-like values: prototype features repeat more often in their documents.
-        tf = 1.0 + rng.poisson(np.where(is_signal, 1.5, 0.3))
-        values = np.log1p(tf) * self.idf[feats]
-        order = np.lexsort((feats, rows))
-        rows, feats, values = rows[order], feats[order], values[order]
-        norms = np.sqrt(np.bincount(rows, weights=values * values, minlength=n))
-        # Six decimals, like the published XC files: keeps the text compact (~450 MB for the full Amazon shape).
-        values = np.maximum(np.round(values / norms[rows], 6), 1e-6)
-        feat_indptr = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(np.bincount(rows, minlength=n), out=feat_indptr[1:])
+        feat_indptr, feats, values = document_rows(rng, n, rows, feats, is_signal, target, self.idf)
         return SparseDataset(
-            feat_indptr, feats.astype(np.int32), values.astype(np.float32),
-            label_indptr, labels.astype(np.int32), p.num_features, p.num_labels,
-        )  # fmt: skip
-
-
-def _concat(parts: list[SparseDataset], num_features: int, num_labels: int) -> SparseDataset:
-    if not parts:
-        return SparseDataset(
-            np.zeros(1, np.int64), np.zeros(0, np.int32), np.zeros(0, np.float32),
-            np.zeros(1, np.int64), np.zeros(0, np.int32), num_features, num_labels,
-        )  # fmt: skip
-
-    def indptr(ptrs: list[np.ndarray]) -> np.ndarray:
-        out = [np.zeros(1, np.int64)]
-        base = 0
-        for ptr in ptrs:
-            out.append(ptr[1:] + base)
-            base += int(ptr[-1])
-        return np.concatenate(out)
-
-    return SparseDataset(
-        indptr([d.feat_indptr for d in parts]),
-        np.concatenate([d.feat_indices for d in parts]),
-        np.concatenate([d.feat_values for d in parts]),
-        indptr([d.label_indptr for d in parts]),
-        np.concatenate([d.label_indices for d in parts]),
-        num_features,
-        num_labels,
-    )
+            feat_indptr, feats, values, label_indptr, labels.astype(np.int32), p.num_features, p.num_labels
+        )
 
 
 def text_stream(p: TextParams, seed: int = 0) -> np.ndarray:
     """Token ids (id = frequency rank of the word) of a Zipfian corpus with topical runs."""
     rng = np.random.Generator(np.random.PCG64([seed, _TEXT_STREAM]))
     n = p.num_tokens
-    cdf = _zipf_cdf(p.vocab_size, p.zipf)
+    cdf = zipf_cdf(p.vocab_size, p.zipf)
     # Topic words come from the mid-frequency band: frequent enough to be seen, rare enough to be informative.
     lo, hi = min(50, p.vocab_size - 1), max(min(p.vocab_size, 50_000), min(50, p.vocab_size - 1) + 1)
     topics = rng.integers(lo, hi, size=(p.num_topics, p.topic_size))
@@ -268,12 +207,12 @@ def text_stream(p: TextParams, seed: int = 0) -> np.ndarray:
     topic_of_token = np.repeat(run_topic, run_len)[:n]
     if len(topic_of_token) < n:  # vanishingly unlikely; keep the stream full length regardless
         topic_of_token = np.resize(topic_of_token, n)
-    ids = _draw(rng, cdf, n)
+    ids = draw(rng, cdf, n)
     from_topic = rng.random(n) < p.topic_prob
     slot = rng.integers(0, p.topic_size, int(from_topic.sum()))
     ids[from_topic] = topics[topic_of_token[from_topic], slot]
     # Collocations: token i is partner[token i-1] where `follows[i]`; chains resolve in (longest chain) passes.
-    partner = _draw(rng, cdf, p.vocab_size)
+    partner = draw(rng, cdf, p.vocab_size)
     follows = rng.random(n) < p.partner_prob
     follows[0] = False
     pos = np.flatnonzero(follows)
