@@ -159,7 +159,8 @@ class Catalogue:
         return out
 
     def _draw_items(self, rng: np.random.Generator, home_position: np.ndarray, level: np.ndarray) -> np.ndarray:
-        """An item position per draw, by popularity, under the home item's ancestor at `level` (4: anywhere)."""
+        """An item position per draw, by popularity**level_sharpness, under the home item's ancestor at `level`
+        (4: anywhere)."""
         lo = np.zeros(len(level), dtype=np.int64)
         hi = np.full(len(level), self.p.num_labels, dtype=np.int64)
         for lv in range(4):
