@@ -99,6 +99,8 @@ class Catalogue:
             self.ancestors[level] = np.concatenate(([0], np.cumsum(sorted_ids[1:] != sorted_ids[:-1])))
         # The item at each position gets a random label id (so label ids carry no structure).
         self.label_of_position = rng.permutation(p.num_labels).astype(np.int64)
+        self.position_of_label = np.empty(p.num_labels, dtype=np.int64)
+        self.position_of_label[self.label_of_position] = np.arange(p.num_labels)
         self.popularity = rng.lognormal(0.0, p.popularity_sigma, p.num_labels)
         self.cum_popularity = np.concatenate(([0.0], np.cumsum(self.popularity)))
         self.cum_sharpened = [np.concatenate(([0.0], np.cumsum(self.popularity**g))) for g in p.level_sharpness]
@@ -212,10 +214,8 @@ class Catalogue:
         items = source == 1  # a word of one of the items it is bought with
         r = rows[items]
         pick = label_indptr[r] + (rng.random(len(r)) * label_counts[r]).astype(np.int64)
-        position_of_label = np.empty(p.num_labels, dtype=np.int64)
-        position_of_label[self.label_of_position] = np.arange(p.num_labels)
         words = self.vocab[0]
-        rank[items] = words[position_of_label[labels[pick]], rng.integers(0, words.shape[1], len(r))]
+        rank[items] = words[self.position_of_label[labels[pick]], rng.integers(0, words.shape[1], len(r))]
         home_position = self.node_ranges[0][0][home]
         for lv in range(4):  # the vocabulary of its group, leaf, mid and top category
             at = source == 2 + lv

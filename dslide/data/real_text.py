@@ -123,17 +123,12 @@ def clean_wordnet(data: str) -> str:
     return normalize(" ".join(glosses))
 
 
-def clean_dictionary(text: str) -> str:
-    """A dictd database's text (entries, definitions, quotations)."""
-    return normalize(text)
-
-
 def read_member(kind: str, raw: bytes) -> str:
     """A member's bytes as cleaned text."""
     if kind == "wiki-xml-bz2":
         return clean_wikipedia(bz2.decompress(raw).decode("utf-8", errors="replace"))
     if kind == "dictzip":  # dictzip is gzip with random-access extras: gzip reads it
-        return clean_dictionary(gzip.decompress(raw).decode("utf-8", errors="replace"))
+        return normalize(gzip.decompress(raw).decode("utf-8", errors="replace"))  # a dictd database's text
     if kind == "wordnet-data":
         return clean_wordnet(raw.decode("utf-8", errors="replace"))
     raise ValueError(f"unknown member kind {kind!r}")
