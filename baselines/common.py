@@ -91,10 +91,12 @@ def train_epoch(
     max_steps: int | None,
     progress: Path | None = None,
     global_loss: bool = True,
+    progress_every_s: float = 1.0,
 ) -> tuple[list[StepResult], float]:
     """Run `step` on every global batch of the epoch; returns the step results and the training wall time.
 
-    With `progress`, appends a line at most once a second, as `dslide train` does for the harness's live status:
+    With `progress`, appends a line at most once every `progress_every_s` seconds (as `dslide train` does for the
+    harness's live status):
     epoch (from 1), step, steps, samples/s so far, and the step's loss (null when it is only this process's share).
     """
     steps = num_batches(num_points, global_batch)
@@ -106,7 +108,7 @@ def train_epoch(
         results.append(step(rows))
         results[-1].seconds = time.perf_counter() - started
         seconds += results[-1].seconds
-        if progress is not None and time.monotonic() - last_line > 1.0:
+        if progress is not None and time.monotonic() - last_line >= progress_every_s:
             last_line = time.monotonic()
             speed = sum(r.samples for r in results) / max(seconds, 1e-9)
             loss = results[-1].loss if global_loss else None

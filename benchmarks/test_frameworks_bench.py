@@ -65,8 +65,9 @@ def compare(benchmark, train, framework_step) -> None:
     benchmark.pedantic(one_round, rounds=ROUNDS, warmup_rounds=2, iterations=1)
     engine_s, framework_s = statistics.median(times["engine"]), statistics.median(times["framework"])
     ratio = framework_s / engine_s
-    benchmark.extra_info.update(engine_step_s=engine_s, framework_step_s=framework_s, ratio=ratio, threads=THREADS)
-    assert ratio <= 1.2, f"framework step {framework_s:.3f} s is {ratio:.2f} x the engine's {engine_s:.3f} s"
+    # the target (a framework layer costs <= 1.2x the engine's step) is a verdict in `harness bench`'s table
+    benchmark.extra_info.update(engine_step_s=engine_s, framework_step_s=framework_s, ratio=ratio, threads=THREADS,
+                                target=f"framework/engine {ratio:.2f} <= 1.2", target_met=ratio <= 1.2)  # fmt: skip
 
 
 def test_torch_step_against_the_engine(benchmark, amazon_shaped):

@@ -10,9 +10,14 @@ every attempt is above: one busy moment cannot fail the check, a real slowdown f
     harness bench --save-baseline          run and store a new baseline (commit benchmarks/baseline/)
     harness bench benchmarks/test_lsh_bench.py -k hash     pytest arguments pass through
 
-Baselines are pytest-benchmark's own saved runs (benchmarks/baseline/<machine>/NNNN_baseline.json); each
-benchmark's `extra_info.calibration` holds the probes it was measured beside. A baseline without them (saved
-before this check existed) cannot be compared: save a new one.
+Baselines are pytest-benchmark's own saved runs, kept per machine as pytest-benchmark keeps them per platform:
+benchmarks/baseline/<cpu>-<cores>c/<platform>/NNNN_baseline.json, <cpu> naming the CPU model and generation. The
+calibrated ratio does not carry across CPUs (an AMD EPYC's probes sped up more than its benchmarks did against
+an Intel Xeon's baseline: 7 of 15 false regressions), so a machine with no baseline of its own is told how to
+make one instead of being compared with another CPU's. Each benchmark's `extra_info.calibration` holds the
+probes it was measured beside; a baseline without them cannot be compared: save a new one. A benchmark may
+also carry a target (`extra_info.target`, `extra_info.target_met`): the table shows its verdict, it never
+fails the check.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -35,6 +41,24 @@ class BenchError(RuntimeError):
     """A benchmark run or a stored baseline that cannot be used."""
 
 
+def machine_key(cpuinfo: str | None = None, cores: int | None = None) -> str:
+    """This machine's baseline folder name: CPU model name, family and model numbers, cores available
+    (e.g. intel-xeon-processor-f6m167-2c)."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            cpuinfo = ""
+    fields: dict[str, str] = {}
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    name = re.sub(r"\((r|tm)\)|\bcpu\b|@.*", "", fields.get("model name", "").lower())
+    slug = re.sub(r"[^a-z0-9]+", "-", name).strip("-") or "unknown-cpu"
+    generation = f"-f{fields['cpu family']}m{fields['model']}" if "cpu family" in fields and "model" in fields else ""
+    return f"{slug}{generation}-{cores or len(os.sched_getaffinity(0))}c"
+
+
 @dataclass(frozen=True)
 class Timing:
     """One benchmark's fastest round and the machine's reference time measured beside it."""
@@ -42,6 +66,8 @@ class Timing:
     name: str
     min_s: float
     reference_s: float
+    target: str | None = None  # e.g. "framework/engine <= 1.2", with target_met: reported, never asserted
+    target_met: bool | None = None
 
     @property
     def score(self) -> float:
@@ -56,6 +82,7 @@ class Row:
     ratio: float | None  # calibrated: (now / reference now) / (baseline / reference then)
     verdict: str
     attempts: int = 1
+    target: str | None = None  # "met: ..." / "missed: ..." (the best attempt's)
 
 
 def load_timings(path: Path) -> dict[str, Timing]:
@@ -73,7 +100,9 @@ def load_timings(path: Path) -> dict[str, Timing]:
                 f"{path}: benchmark {name} has no extra_info.calibration (saved before calibrated checks); "
                 "store a new baseline with `nox -s bench -- --save-baseline`"
             )
-        timings[name] = Timing(name, float(bench["stats"]["min"]), float(calibration["reference_s"]))
+        extra = bench.get("extra_info", {})
+        timings[name] = Timing(name, float(bench["stats"]["min"]), float(calibration["reference_s"]),
+                               extra.get("target"), extra.get("target_met"))  # fmt: skip
     return timings
 
 
@@ -87,8 +116,9 @@ def judge(baseline: Timing | None, attempts: list[Timing], threshold: float) -> 
     if not attempts:
         return Row(baseline.name if baseline else "?", baseline.min_s if baseline else None, None, None, "not run")
     best = min(attempts, key=lambda t: t.score)
+    target = None if best.target is None else f"{'met' if best.target_met else 'missed'}: {best.target}"
     if baseline is None:
-        return Row(best.name, None, best.min_s, None, "new", len(attempts))
+        return Row(best.name, None, best.min_s, None, "new", len(attempts), target)
     ratio = best.score / baseline.score
     if ratio > 1 + threshold:
         verdict = "REGRESSED"
@@ -96,7 +126,7 @@ def judge(baseline: Timing | None, attempts: list[Timing], threshold: float) -> 
         verdict = "faster"
     else:
         verdict = "ok"
-    return Row(best.name, baseline.min_s, best.min_s, ratio, verdict, len(attempts))
+    return Row(best.name, baseline.min_s, best.min_s, ratio, verdict, len(attempts), target)
 
 
 def over_threshold(baseline: dict[str, Timing], timings: dict[str, Timing], threshold: float) -> list[str]:
@@ -114,7 +144,8 @@ def _seconds(value: float | None) -> str:
 
 
 def format_table(rows: list[Row], threshold: float) -> str:
-    """One table: benchmark, baseline, now, ratio, verdict (baseline and now are fastest rounds, measured)."""
+    """One table: benchmark, baseline, now, ratio, verdict (baseline and now are fastest rounds, measured), and a
+    target column when a benchmark carries one."""
     header = ("benchmark", "baseline", "now", "ratio", "verdict")
     cells = [
         (
@@ -126,21 +157,27 @@ def format_table(rows: list[Row], threshold: float) -> str:
         )
         for r in rows
     ]
-    widths = [max(len(str(c[i])) for c in [header, *cells]) for i in range(len(header))]
-    lines = ["  ".join(str(c[i]).ljust(widths[i]) if i == 0 else str(c[i]).rjust(widths[i]) for i in range(5))
+    if any(r.target for r in rows):
+        header = (*header, "target")
+        cells = [(*c, r.target or "") for c, r in zip(cells, rows, strict=True)]
+    n = len(header)
+    widths = [max(len(str(c[i])) for c in [header, *cells]) for i in range(n)]
+    lines = ["  ".join(str(c[i]).ljust(widths[i]) if i in (0, 5) else str(c[i]).rjust(widths[i]) for i in range(n))
              for c in [header, *cells]]  # fmt: skip
-    lines.insert(1, "-" * len(lines[0]))
+    lines = [line.rstrip() for line in lines]
+    lines.insert(1, "-" * max(len(line) for line in lines))
     lines.append(
         f"baseline/now: fastest round (measured). ratio: now/baseline, each divided by the calibration probes "
         f"measured beside it; REGRESSED above {1 + threshold:.2f} in every run."
+        + (" target: a goal the benchmark measures (reported, never a failure)." if n > 5 else "")
     )
     return "\n".join(lines)
 
 
-def run_pytest(args: list[str], json_out: Path, bench_dir: Path, save: bool = False) -> int:
+def run_pytest(args: list[str], json_out: Path, bench_dir: Path, storage: Path, save: bool = False) -> int:
     command = [
         sys.executable, "-m", "pytest", *args, "--benchmark-only", "--benchmark-enable", "-p", "no:cacheprovider",
-        f"--benchmark-storage=file://{bench_dir / 'baseline'}", f"--benchmark-json={json_out}",
+        f"--benchmark-storage=file://{storage}", f"--benchmark-json={json_out}",
     ]  # fmt: skip
     if save:
         command.append("--benchmark-save=baseline")
@@ -154,18 +191,25 @@ def check(
     save: bool = False,
     record_to: Path | None = None,
     bench_dir: Path = BENCH_DIR,
+    machine: str | None = None,
 ) -> int:
-    """Run the benchmarks, re-run the ones over the threshold, print the table; 1 if any regressed."""
-    stored = newest_baseline(bench_dir / "baseline")
+    """Run the benchmarks, re-run the ones over the threshold, print the table; 1 if any regressed. With no
+    baseline for this machine (and no `save`), say in one line how to make one and return 0 without running."""
+    machine = machine or machine_key()
+    storage = bench_dir / "baseline" / machine
+    stored = newest_baseline(storage)
+    if stored is None and not save:
+        others = sorted(p.name for p in (bench_dir / "baseline").glob("*") if newest_baseline(p))
+        print(f"No benchmark baseline for this machine ({machine}) in {storage}: run `nox -s bench -- "
+              f"--save-baseline` on the unchanged main first, then `nox -s bench` on your change compares with it"
+              + (f" (baselines of other CPUs, not comparable: {', '.join(others)})." if others else "."))  # fmt: skip
+        return 0
     paths = [a for a in pytest_args if a.startswith(bench_dir.name)] or [bench_dir.name]
     options = [a for a in pytest_args if a not in paths]
-    if stored is None and not save:
-        print(f"No stored baseline in {bench_dir / 'baseline'}: running the benchmarks and saving one.")
-        save = True
     baseline = {} if save or stored is None else load_timings(stored)
     with tempfile.TemporaryDirectory(prefix="dslide-bench-") as tmp:
         first = Path(tmp) / "run.json"
-        if run_pytest([*paths, *options], first, bench_dir, save) != 0:
+        if run_pytest([*paths, *options], first, bench_dir, storage, save) != 0:
             return 2
         attempts = {n: [t] for n, t in load_timings(first).items()}
         for retry in range(retries):
@@ -174,7 +218,7 @@ def check(
                 break
             print(f"re-running {len(again)} benchmark(s) over the threshold (retry {retry + 1} of {retries})")
             out = Path(tmp) / f"retry{retry}.json"
-            if run_pytest([*again, *without_selection(options)], out, bench_dir) != 0:
+            if run_pytest([*again, *without_selection(options)], out, bench_dir, storage) != 0:
                 return 2
             for name, timing in load_timings(out).items():
                 attempts.setdefault(name, []).append(timing)
@@ -182,9 +226,9 @@ def check(
     names = list(attempts) + [n for n in missing if n not in attempts]
     rows = [judge(baseline.get(n), attempts.get(n, []), threshold) for n in names]
     if save:
-        rows = [Row(r.name, None, r.now_s, None, "saved") for r in rows]
+        rows = [Row(r.name, None, r.now_s, None, "saved", target=r.target) for r in rows]
     print()
-    print(f"baseline: {stored if not save else 'saved now in ' + str(bench_dir / 'baseline')}")
+    print(f"baseline ({machine}): {stored if not save else 'saved now in ' + str(storage)}")
     print(format_table(rows, threshold))
     if record_to is not None:
         record(record_to, rows, None if save else stored, threshold, bench_dir)

@@ -334,7 +334,7 @@ def report_command(runs: str, out: str) -> None:
 
 
 @main.command("bench", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
-@click.option("--save-baseline", is_flag=True, help="Run and store a new baseline in benchmarks/baseline/.")
+@click.option("--save-baseline", is_flag=True, help="Store this machine's baseline (benchmarks/baseline/<cpu>-<n>c/).")
 @click.option("--threshold", type=click.FloatRange(0.01, 10), default=None,
               help="Calibrated slowdown that fails a benchmark (default harness.bench.THRESHOLD).")  # fmt: skip
 @click.option("--retries", type=click.IntRange(0, 10), default=None, help="Re-runs of a benchmark over it.")

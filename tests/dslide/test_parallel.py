@@ -103,36 +103,42 @@ def test_bytes_match_the_analytic_formula(tmp_path):
 
 @pytest.fixture(scope="module")
 def learnable_files(tmp_path_factory):
-    from dslide.data.synthetic import XCParams, generate
     from dslide.data.xc_format import write_xc
+    from tests.dslide.reference import popularity_p_at_1
+    from tests.dslide.test_learning import amazon_like
 
     tmp = tmp_path_factory.mktemp("learnable")
-    train, test = generate(XCParams(3000, 1000, 6000, 3000, avg_nnz=20.0, avg_labels=2.0), seed=1)
+    train, test = amazon_like()
     write_xc(tmp / "train.txt", train)
     write_xc(tmp / "test.txt", test)
-    return tmp / "train.txt", tmp / "test.txt"
+    return tmp / "train.txt", tmp / "test.txt", popularity_p_at_1(train, test)
 
 
-def train_lsh(files, out: Path, P: int) -> dict:
+def train_lsh(files, out: Path, P: int) -> list[dict]:
+    """test_learning's setting: 20,000 labels, 200 active (1%), K = 5, 2 epochs."""
     exe = Path(sys.executable).parent / "dslide"
     cmd = [mpiexec(), "-n", str(P), str(exe) if exe.exists() else "dslide", "train", "--train", str(files[0]),
-           "--test", str(files[1]), "--out", str(out), "--epochs", "8", "--lr", "0.01", "--hidden", "32",
-           "--hash", "srp", "--bits", "6", "--tables", "32", "--range-pow", "6", "--bucket-capacity", "64",
-           "--min-active", "100", "--pad-threshold", "100", "--frequent", "30", "--tail", "20",
-           "--rebuild-first", "20", "--redraw-every", "0",
+           "--test", str(files[1]), "--out", str(out), "--epochs", "2", "--hidden", "64", "--bits", "5",
+           "--min-active", "200", "--pad-threshold", "200", "--frequent", "50", "--tail", "80", "--recall-every", "0",
            "--threads", "1", "--no-progress"]  # fmt: skip
-    subprocess.run(cmd, check=True, timeout=600, env={**os.environ, "NUMBA_NUM_THREADS": "1"})
+    subprocess.run(cmd, check=True, timeout=900, env={**os.environ, "NUMBA_NUM_THREADS": "1"})
     import json
 
-    return json.loads((out / "metrics.jsonl").read_text().splitlines()[-1])
+    return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
 
 
 @pytest.mark.slow
-def test_with_lsh_sampling_p_ranks_reach_the_p_at_1_of_one_rank(tmp_path, learnable_files):
-    """Each rank samples from its own tables, so runs differ; accuracy must not (within 1 point)."""
+def test_with_lsh_sampling_p_ranks_learn_as_one_rank_does(tmp_path, learnable_files):
+    """Each rank samples from its own tables, so runs differ; P@1 must not, beyond sampling noise: 2,000 test
+    points give a standard error of ~0.011 per run at P@1 ~0.6, so 0.05 is over 3 standard errors of a difference."""
+    from tests.dslide.test_learning import learned_from_features
+
+    popularity = learnable_files[2]
     one = train_lsh(learnable_files, tmp_path / "p1", 1)
-    assert one["p@1"] > 0.6  # it learned (chance is 0.001, the most popular label ~0.25)
+    assert learned_from_features(one, popularity), ([m["p@1"] for m in one], popularity)
     for P in (2, 4):
         many = train_lsh(learnable_files, tmp_path / f"p{P}", P)
-        assert abs(many["p@1"] - one["p@1"]) <= 0.01, (P, many["p@1"], one["p@1"])
-        assert many["avg_active"] == pytest.approx(one["avg_active"], rel=0.15)
+        assert learned_from_features(many, popularity), (P, [m["p@1"] for m in many], popularity)
+        assert abs(many[-1]["p@1"] - one[-1]["p@1"]) <= 0.05, (P, many[-1]["p@1"], one[-1]["p@1"])
+        assert many[-1]["avg_active"] <= 0.0105 * 20_000 and one[-1]["avg_active"] <= 0.0105 * 20_000
+        assert many[-1]["avg_active"] == pytest.approx(one[-1]["avg_active"], rel=0.15)

@@ -15,6 +15,7 @@ import pytest
 
 from dslide.data.synthetic import XCParams, generate
 from dslide.data.xc_format import write_xc
+from tests.dslide.reference import popularity_p_at_1
 
 ROOT = Path(__file__).resolve().parents[2]
 REQUIRED = ["epoch", "p@1", "p@5", "loss", "epoch_time_s", "samples_per_s", "avg_active", "peak_rss_mb"]
@@ -40,6 +41,20 @@ def files(tmp_path_factory) -> tuple[Path, Path]:
     return tmp / "train.txt", tmp / "test.txt"
 
 
+@pytest.fixture(scope="module")
+def learned(files) -> float:
+    """The P@1 a run on `files` must beat to have learned anything: label popularity (counted by numpy from the
+    generated points, not by the engine) plus a margin. 120 labels are too few for a sparse setting: these
+    tests check the command's contract; tests/dslide/test_learning.py checks learning at 1% active."""
+    train, test = generate(XCParams(300, 120, 1200, 300, avg_nnz=10.0, avg_labels=2.0), seed=3)
+    return popularity_p_at_1(train, test) + LEARNED_MARGIN
+
+
+# these settings reach P@1 ~X after 3 epochs against popularity's ~Y: a network that learns nothing stays at Y
+LEARNED_MARGIN = 0.1
+STEPS_PER_EPOCH = 19  # 1,200 points in batches of 64
+
+
 def train_cmd(files, out, *extra) -> list[str]:
     return [dslide_exe(), "train", "--train", str(files[0]), "--test", str(files[1]), "--out", str(out),
             "--hidden", "16", "--lr", "0.01", "--batch-size", "64", "--no-progress",
@@ -52,9 +67,9 @@ def read_metrics(out: Path) -> list[dict]:
     return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
 
 
-def final_weights(out: Path) -> dict[str, np.ndarray]:
+def final_weights(out: Path, rank: int = 0) -> dict[str, np.ndarray]:
     step_dir = out / "checkpoint" / (out / "checkpoint" / "LATEST").read_text().strip()
-    with np.load(next(step_dir.glob("rank0-*.npz"))) as f:
+    with np.load(next(step_dir.glob(f"rank{rank}-*.npz"))) as f:
         return {k: f[k] for k in f.files}
 
 
@@ -62,7 +77,7 @@ def env() -> dict[str, str]:
     return {**os.environ, "NUMBA_NUM_THREADS": "2"}
 
 
-def test_train_writes_the_metrics_contract_and_learns(files, tmp_path):
+def test_train_writes_the_metrics_contract_and_learns(files, learned, tmp_path):
     out = tmp_path / "run"
     subprocess.run(train_cmd(files, out, "--epochs", "3"), check=True, env=env(), timeout=600)
     lines = read_metrics(out)
@@ -70,8 +85,8 @@ def test_train_writes_the_metrics_contract_and_learns(files, tmp_path):
     for m in lines:
         assert all(m[k] is not None for k in REQUIRED + MPI_FIELDS)
     assert lines[-1]["loss"] < lines[0]["loss"]
-    assert lines[-1]["p@1"] > 5 * (1 / 120)  # far above chance
-    assert 20 <= lines[-1]["avg_active"] <= 120
+    assert lines[-1]["p@1"] > learned
+    assert 20 <= lines[-1]["avg_active"] <= 40  # --min-active 20 .. --pad-threshold 30 plus a sample's labels
 
 
 LEARNED = ("--hash", "learned", "--bits", "4", "--learned-bits", "16", "--redraw-every", "7")
@@ -86,11 +101,8 @@ def test_resume_gives_the_same_result_as_an_uninterrupted_run(files, tmp_path, t
     subprocess.run(train_cmd(files, whole, "--epochs", "2", *rebuilds), check=True, env=env(), timeout=600)
     # Stop mid-epoch (SIGKILL after a checkpoint exists), then resume to the end.
     proc = subprocess.Popen(train_cmd(files, parts, "--epochs", "2", "--checkpoint-every", "3", *rebuilds), env=env())
-    deadline = time.time() + 300
-    while not (parts / "checkpoint" / "LATEST").exists() and proc.poll() is None and time.time() < deadline:
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    killed_at = kill_after_first_checkpoint(proc, parts)
+    assert killed_at < 2 * STEPS_PER_EPOCH  # the resumed run has steps left to make
     subprocess.run(train_cmd(files, parts, "--epochs", "2", "--resume", *rebuilds), check=True, env=env(), timeout=600)
     a, b = final_weights(whole), final_weights(parts)
     assert a.keys() == b.keys()
@@ -103,14 +115,50 @@ def test_resume_gives_the_same_result_as_an_uninterrupted_run(files, tmp_path, t
     assert (ma[0]["hash_fits"] + ma[1]["hash_fits"] >= 2) == (trigger == "learned")
 
 
+def kill_after_first_checkpoint(proc: subprocess.Popen, out: Path, group: bool = False) -> int:
+    """SIGKILL `proc` (or its whole process group: mpiexec and every rank) once its first checkpoint is complete;
+    proves it died by the kill, not by finishing; returns the step of the checkpoint the run left."""
+    deadline = time.time() + 300
+    while not (out / "checkpoint" / "LATEST").exists() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    assert proc.poll() is None, f"the run ended (exit {proc.returncode}) before it could be killed"
+    if group:
+        os.killpg(proc.pid, signal.SIGKILL)
+    else:
+        proc.send_signal(signal.SIGKILL)
+    assert proc.wait(timeout=60) == -signal.SIGKILL
+    return int((out / "checkpoint" / "LATEST").read_text().strip().removeprefix("step-"))
+
+
 @pytest.mark.mpi
-def test_two_ranks_write_mpi_fields(files, tmp_path):
+def test_two_ranks_resume_after_a_kill_bit_identically(files, tmp_path):
+    """Each rank's shard (its neurons' weights, Adam moments, tables' state) is saved and restored: a 2-rank
+    run killed mid-epoch and resumed ends with the same shards as an uninterrupted 2-rank run."""
+    whole, parts = tmp_path / "whole", tmp_path / "parts"
+    subprocess.run([mpiexec(), "-n", "2", *train_cmd(files, whole, "--epochs", "2")], check=True, env=env(),
+                   timeout=600)  # fmt: skip
+    # mpiexec in its own session: the kill reaches hydra and every rank (the process group), as a scheduler's does
+    job = [mpiexec(), "-n", "2", *train_cmd(files, parts, "--epochs", "2", "--checkpoint-every", "3")]
+    proc = subprocess.Popen(job, env=env(), start_new_session=True)
+    assert kill_after_first_checkpoint(proc, parts, group=True) < 2 * STEPS_PER_EPOCH
+    subprocess.run([mpiexec(), "-n", "2", *train_cmd(files, parts, "--epochs", "2", "--resume")], check=True,
+                   env=env(), timeout=600)  # fmt: skip
+    for rank in (0, 1):
+        a, b = final_weights(whole, rank), final_weights(parts, rank)
+        assert a.keys() == b.keys()
+        for key in a:
+            np.testing.assert_array_equal(a[key], b[key], err_msg=f"rank {rank}: {key}")
+    assert [m["p@1"] for m in read_metrics(whole)] == [m["p@1"] for m in read_metrics(parts)]
+
+
+@pytest.mark.mpi
+def test_two_ranks_write_mpi_fields(files, learned, tmp_path):
     out = tmp_path / "mpi"
     cmd = [mpiexec(), "-n", "2", *train_cmd(files, out, "--epochs", "1")]
     subprocess.run(cmd, check=True, env=env(), timeout=600)
     (m,) = read_metrics(out)
     assert m["ranks"] == 2 and m["bytes_sent"] > 0 and m["bytes_sent"] == m["bytes_received"]
-    assert m["comm_time_s"] > 0 and m["p@1"] > 5 * (1 / 120)
+    assert m["comm_time_s"] > 0 and m["p@1"] > learned
 
 
 @pytest.mark.mpi
@@ -180,7 +228,7 @@ def _environ(pid: int) -> bytes:
         return b""
 
 
-def test_lsh_inference_and_held_out_slice_during_training(files, tmp_path):
+def test_lsh_inference_and_held_out_slice_during_training(files, learned, tmp_path):
     out = tmp_path / "lsh-eval"
     cmd = train_cmd(files, out, "--epochs", "2", "--eval-mode", "lsh", "--eval-every", "5", "--eval-slice", "100")
     subprocess.run(cmd, check=True, env=env(), timeout=600)
@@ -188,7 +236,7 @@ def test_lsh_inference_and_held_out_slice_during_training(files, tmp_path):
     assert [x["step"] for x in lines] == list(range(5, 5 * len(lines) + 1, 5)) and len(lines) >= 7
     assert all(0 <= x["p@1"] <= 1 for x in lines)
     final = read_metrics(out)[-1]
-    assert final["eval_mode"] == "lsh" and final["p@1"] > 5 * (1 / 120)
+    assert final["eval_mode"] == "lsh" and final["p@1"] > learned
 
 
 def test_train_eval_points_records_p_at_k_on_training_points(files, tmp_path):

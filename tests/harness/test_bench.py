@@ -78,6 +78,7 @@ def test_tiny(benchmark):
 """
 
 
+@pytest.mark.slow  # a real pytest-benchmark run (~10 s); its 8x slowdown is far past any noise
 def test_a_real_run_saves_a_baseline_then_catches_a_slowdown(tmp_path, monkeypatch, capsys):
     bench_dir = tmp_path / "benchmarks"
     bench_dir.mkdir()
@@ -86,7 +87,7 @@ def test_a_real_run_saves_a_baseline_then_catches_a_slowdown(tmp_path, monkeypat
     monkeypatch.setenv("PYTHONPATH", str(PROJECT))
     monkeypatch.setenv("TINY_BENCH_WORK", "1")
     assert bench.check([], save=True, bench_dir=bench_dir) == 0
-    stored = bench.newest_baseline(bench_dir / "baseline")
+    stored = bench.newest_baseline(bench_dir / "baseline" / bench.machine_key())
     assert stored is not None and "test_tiny" in next(iter(load_timings(stored)))
 
     monkeypatch.setenv("TINY_BENCH_WORK", "8")  # eight times the work: far past any noise
@@ -97,3 +98,44 @@ def test_a_real_run_saves_a_baseline_then_catches_a_slowdown(tmp_path, monkeypat
     line = json.loads(record.read_text())
     assert [name.split("::")[-1] for name in line["regressed"]] == ["test_tiny"]
     assert line["code"]["commit"] and line["machine"]["cores"]
+
+
+XEON = "processor\t: 0\nmodel name\t: Intel(R) Xeon(R) Processor\ncpu family\t: 6\nmodel\t\t: 167\n"
+EPYC = "model name\t: AMD EPYC 7B13 64-Core Processor\ncpu family\t: 25\nmodel\t\t: 1\n"
+
+
+def test_baselines_are_kept_per_cpu_model_generation_and_core_count():
+    assert bench.machine_key(XEON, 2) == "intel-xeon-processor-f6m167-2c"
+    assert bench.machine_key(EPYC, 2) == "amd-epyc-7b13-64-core-processor-f25m1-2c"
+    assert bench.machine_key(XEON, 4) != bench.machine_key(XEON, 2)
+    assert bench.machine_key("", 2) == "unknown-cpu-2c"
+    # the project's own stored baseline sits where a machine of its type looks for it
+    assert bench.newest_baseline(PROJECT / "benchmarks" / "baseline" / bench.machine_key(XEON, 2)) is not None
+
+
+def test_a_machine_without_its_own_baseline_is_told_what_to_run_and_not_compared(tmp_path, capsys):
+    bench_dir = tmp_path / "benchmarks"
+    other = bench_dir / "baseline" / "intel-xeon-processor-f6m167-2c" / "Linux-CPython-3.11-64bit"
+    other.mkdir(parents=True)
+    (other / "0001_baseline.json").write_text("{}")  # unreadable if it were used: it must not be
+    assert bench.check([], bench_dir=bench_dir, machine="amd-epyc-7b13-f25m1-2c") == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert len(out) == 1 and "No benchmark baseline for this machine (amd-epyc-7b13-f25m1-2c)" in out[0]
+    assert "nox -s bench -- --save-baseline` on the unchanged main first" in out[0]
+    assert "not comparable: intel-xeon-processor-f6m167-2c" in out[0]
+
+
+def test_a_target_is_a_verdict_in_the_table_never_a_failure(tmp_path):
+    stored = tmp_path / "run.json"
+    calibration = {"reference_s": 0.01}
+    stored.write_text(json.dumps({"benchmarks": [
+        {"fullname": "b::x", "stats": {"min": 1.0}, "extra_info": {"calibration": calibration,
+                                                                   "target": "ratio 1.25 <= 1.2", "target_met": False}},
+        {"fullname": "b::y", "stats": {"min": 1.0}, "extra_info": {"calibration": calibration}},
+    ]}))  # fmt: skip
+    now = load_timings(stored)
+    rows = [judge(now[n], [now[n]], 0.15) for n in ("b::x", "b::y")]
+    assert [r.verdict for r in rows] == ["ok", "ok"]
+    lines = format_table(rows, 0.15).splitlines()
+    assert lines[0].split()[-1] == "target" and lines[2].endswith("missed: ratio 1.25 <= 1.2")
+    assert lines[3].split()[-1] == "ok"

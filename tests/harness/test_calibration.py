@@ -5,6 +5,7 @@ import pytest
 from harness import calibration
 
 
+@pytest.mark.slow  # runs the probes (a few seconds of real work)
 def test_probes_are_positive_and_the_reference_is_their_geometric_mean():
     probes = calibration.measure(repeats=2)
     assert all(probes[k] > 0 for k in ("memory_s", "compute_s", "parallel_s"))

@@ -112,7 +112,7 @@ def test_closed_network_fails_fast_with_advice(tmp_path):
     t0 = time.monotonic()
     with pytest.raises(FetchError, match=r"cannot download .*harness data fetch text8-wiki --archive FILE"):
         fetch(REAL["text8-wiki"], tmp_path / "data", url=f"http://127.0.0.1:{port}/text8.zip", timeout=2)
-    assert time.monotonic() - t0 < 5
+    assert time.monotonic() - t0 < 60  # one refused attempt, not minutes of retries
     assert list((tmp_path / "data" / "text8-wiki").iterdir()) == []  # no partial download left behind
 
 
