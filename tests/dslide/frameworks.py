@@ -29,14 +29,18 @@ SAMPLING = {
 
 def layer_options(mode: str, lr: float = 1e-2, seed: int = 0) -> dict:
     """Keyword arguments of SparseOutput (and so of both wrappers) for a sampling mode."""
-    counts = np.random.default_rng(seed).zipf(1.5, NUM_LABELS).astype(np.int64)
     return {
         "lsh": LSHConfig(bits_per_table=3, num_tables=8, range_pow=6),
         "sampling": SAMPLING[mode],
         "schedule": ScheduleConfig(rebuild_first=2, redraw_every=5),
         "train": TrainConfig(lr=lr, seed=seed),
-        "label_counts": counts,
+        "label_counts": label_counts(seed),
     }
+
+
+def label_counts(seed: int = 0) -> np.ndarray:
+    """How often each label occurs in the (imagined) training data: Zipf, with ties."""
+    return np.random.default_rng(seed).zipf(1.5, NUM_LABELS).astype(np.int64)
 
 
 def batch(seed: int, B: int = 12) -> tuple[np.ndarray, np.ndarray]:
@@ -50,10 +54,11 @@ def batch(seed: int, B: int = 12) -> tuple[np.ndarray, np.ndarray]:
     return h, labels
 
 
-def reference(layer: SparseOutput, h: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def reference(layer: SparseOutput, h: np.ndarray, labels: np.ndarray, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """(loss of every sample, d(mean loss)/dh) of the layer's next step by the formula, in float64: a softmax over
     each sample's active neurons (every neuron in dense mode), padding weighted as the engine weighs it, soft
-    targets 1/|y| on the labels; a sample without labels adds nothing. One rank (its neurons are all of them)."""
+    targets 1/|y| on the labels; a sample without labels adds nothing. One rank (its neurons are all of them).
+    `seed`: the layer's layer_options seed (its label counts)."""
     head = layer.head
     ptr, ids = labels_to_csr(labels, layer.num_labels)
     lab_ptr, lab_ids, inv_ylen = head.local_labels(ptr, ids)
@@ -65,10 +70,7 @@ def reference(layer: SparseOutput, h: np.ndarray, labels: np.ndarray) -> tuple[n
         act_ids = np.tile(np.arange(layer.num_labels), B)
         wt = np.ones(len(act_ids))
     else:
-        sampler = copy.deepcopy(head.layer.sampler)  # the step first rebuilds or redraws when the schedule says so
-        sampler.maybe_refresh(layer.step, head.layer.params.W)
-        act = sampler.select(h, lab_ptr, lab_ids, layer.step, record=False)
-        act_ptr, act_ids, wt = act.ptr, act.ids, act.wt.astype(np.float64)
+        act_ptr, act_ids, wt = reference_selection(layer, h, lab_ptr, lab_ids, label_counts(seed))
     loss = np.zeros(B)
     dh = np.zeros((B, h.shape[1]))
     for i in range(B):
@@ -82,6 +84,51 @@ def reference(layer: SparseOutput, h: np.ndarray, labels: np.ndarray) -> tuple[n
         loss[i] = top + np.log(s) - np.sum(t * z)
         dh[i] = ((w * np.exp(z - top) / s - t) / B) @ W[js]
     return loss, dh
+
+
+def reference_selection(
+    layer: SparseOutput, h: np.ndarray, lab_ptr: np.ndarray, lab_ids: np.ndarray, counts: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The active set (ptr, ids, weights) of the layer's next step, worked out here from the sampling rules, not
+    by the engine's selection kernel: a sample's labels; the `frequent` commonest labels; every neuron in the
+    bucket its hidden vector falls in, in each table (bucket ids from the hash family, which tests/dslide/lsh checks
+    against brute force; bucket contents read from the tables); then uniform padding, `tail` neurons and up to
+    `min_active` when that head is under `pad_threshold`, each weighted (neurons - head) / padded. The padding is
+    a random draw: the engine's draw is taken after checking it is one the rules allow (distinct, outside the
+    head, the right number). One rank: its neurons are all of them."""
+    sampler = copy.deepcopy(layer.head.layer.sampler)  # the step first rebuilds or redraws when the schedule says so
+    sampler.maybe_refresh(layer.step, layer.head.layer.params.W)
+    cfg, n = layer.net_cfg.sampling, layer.num_labels
+    frequent = np.asarray(sampler.frequent)
+    assert len(frequent) == min(cfg.frequent, np.count_nonzero(counts))
+    if len(frequent):  # a top-`frequent` set by count (ties at the boundary either way)
+        assert counts[frequent].min() >= np.delete(counts, frequent).max()
+    if sampler.tables is not None:
+        codes, offsets, ids = sampler.family.hash_queries(h), sampler.tables.offsets, sampler.tables.ids
+    engine = sampler.select(h, lab_ptr, lab_ids, layer.step, record=False)
+    weights = []
+    for i in range(h.shape[0]):
+        labels = list(dict.fromkeys(lab_ids[lab_ptr[i] : lab_ptr[i + 1]].tolist()))
+        fixed = labels + [j for j in frequent.tolist() if j not in labels]
+        retrieved: set[int] = set()
+        if sampler.tables is not None:
+            for t in range(codes.shape[1]):
+                retrieved.update(ids[t, offsets[t, codes[i, t]] : offsets[t, codes[i, t] + 1]].tolist())
+        head = set(fixed) | retrieved
+        want = len(head) + sampler.tail
+        if len(head) < sampler.pad_threshold:
+            want = max(want, sampler.min_active)
+        want = min(want, n)
+        got = engine.ids[engine.ptr[i] : engine.ptr[i + 1]]
+        assert got[: len(fixed)].tolist() == fixed, i  # labels first, then the frequent ones
+        assert set(got[: len(head)].tolist()) == head and engine.head[i] == len(head), i
+        padding = got[len(head) :]
+        assert len(got) == want and len(set(padding.tolist())) == len(padding) and not head & set(padding.tolist())
+        w = np.ones(len(got))
+        if cfg.weighted_tail and len(padding):
+            w[len(head) :] = (n - len(head)) / len(padding)
+        weights.append(w)
+    return engine.ptr, engine.ids, np.concatenate(weights) if weights else np.zeros(0)
 
 
 def load_example(name: str):
