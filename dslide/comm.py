@@ -33,6 +33,19 @@ class CommStats:
         return sum(self.bytes_received.values())
 
 
+def ring_allreduce_bytes(count: int, itemsize: int, size: int, rank: int) -> tuple[int, int]:
+    """(sent, received) bytes of `rank` in a ring all-reduce of `count` items over `size` ranks: the array is cut
+    into `size` chunks (sizes differ by at most one item); a rank sends every chunk but one in the reduce-scatter
+    pass and every chunk but one in the all-gather pass (2 (P - 1) / P of the array when the chunks are equal)."""
+    if size == 1:
+        return 0, 0
+    chunk = [(count // size + (c < count % size)) * itemsize for c in range(size)]
+    total = count * itemsize
+    sent = 2 * total - chunk[(rank + 1) % size] - chunk[(rank + 2) % size]
+    received = 2 * total - chunk[rank] - chunk[(rank + 1) % size]
+    return sent, received
+
+
 class Communicator:
     """A thin, counting wrapper over an mpi4py communicator (COMM_WORLD by default; size 1 is one node)."""
 
@@ -99,8 +112,8 @@ class Communicator:
             return x
         out = np.empty_like(x)
         self.comm.Allreduce(np.ascontiguousarray(x), out, op={"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}[op])
-        n = 2 * x.nbytes * (self.size - 1) // self.size
-        self._count(f"allreduce_{op}", n, n, t0)
+        sent, received = ring_allreduce_bytes(x.size, x.itemsize, self.size, self.rank)
+        self._count(f"allreduce_{op}", sent, received, t0)
         return out
 
     def allgatherv(self, local: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -19,8 +19,9 @@ def mpiexec() -> str:
     return str(local) if local.exists() else "mpiexec"
 
 
-def run_ranks(tmp: Path, P: int, softmax="reduce", partition="contiguous", hidden="12") -> list[dict]:
-    out = tmp / f"p{P}-{softmax}-{partition}-{hidden}"
+def run_ranks(tmp: Path, P: int, softmax="reduce", partition="contiguous", hidden="12", collectives="mpi"):
+    """Each rank's shard after 4 dense steps (tests/dslide/mpi_steps.py)."""
+    out = tmp / f"p{P}-{softmax}-{partition}-{hidden}-{collectives}"
     out.mkdir()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "NUMBA_NUM_THREADS": "1"}
     cmd = [
@@ -34,6 +35,7 @@ def run_ranks(tmp: Path, P: int, softmax="reduce", partition="contiguous", hidde
         softmax,
         partition,
         hidden,
+        collectives,
     ]
     subprocess.run(cmd, check=True, cwd=ROOT, env=env, timeout=300)
     return [dict(np.load(out / f"rank{r}.npz")) for r in range(P)]
@@ -99,6 +101,22 @@ def test_bytes_match_the_analytic_formula(tmp_path):
     expected = allgather + reduce_scatter + softmax
     np.testing.assert_array_equal(sent, expected)
     np.testing.assert_array_equal(received, expected)
+
+
+@pytest.mark.parametrize("P,softmax,hidden", [(3, "reduce", "10,7"), (2, "gather", "12"), (4, "reduce", "12")])
+def test_the_counted_bytes_are_the_bytes_the_messages_carried(tmp_path, one_rank, P, softmax, hidden):
+    """Every collective performed as point-to-point MPI messages whose sizes are counted at the send and the
+    receive (tests/dslide/p2p_comm.py): the comm layer's counters, summed over ranks, equal those bytes at every
+    step, and training through those messages equals 1-rank training (so they were the real collectives)."""
+    shards = run_ranks(tmp_path, P, softmax, hidden=hidden, collectives="p2p")
+    for key in ("sent", "received"):
+        counted = sum(s[key] for s in shards)
+        moved = sum(s[f"moved_{key}"] for s in shards)
+        assert counted.min() > 0
+        np.testing.assert_array_equal(counted, moved, err_msg=key)
+    got, want = assemble(shards, len(hidden.split(","))), assemble(one_rank[hidden], len(hidden.split(",")))
+    for key in want:
+        np.testing.assert_allclose(got[key], want[key], rtol=1e-4, atol=1e-6, err_msg=key)
 
 
 @pytest.fixture(scope="module")
