@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -9,9 +13,15 @@ from dslide import slowdown
 from dslide.lsh.dwta import DWTA
 
 
-def test_off_unless_asked():
-    assert slowdown.parse("") == {}
-    assert slowdown.extra_rows("hash", 1000) == 0 or "hash" in slowdown.SHARES
+def test_off_unless_the_environment_asks():
+    """A fresh interpreter, as the engine starts: no variable, no extra work; the variable set, 20% more rows."""
+    probe = "from dslide import slowdown; print(slowdown.SHARES, slowdown.extra_rows('hash', 1000))"
+    env = {k: v for k, v in os.environ.items() if k != slowdown.ENV}
+    off = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    assert off.stdout.split() == ["{}", "0"]
+    on = subprocess.run([sys.executable, "-c", probe], env={**env, slowdown.ENV: "hash:0.2"}, capture_output=True,
+                        text=True, check=True)  # fmt: skip
+    assert on.stdout.split() == ["{'hash':", "0.2}", "200"]
 
 
 def test_spec_is_parsed_and_checked():

@@ -45,8 +45,14 @@ def test_by_centre_count_places_each_predictor_in_its_band():
     assert sum(b["share"] for b in bands) == pytest.approx(1.0)
     seen = np.bincount(train.feat_indices, minlength=200)[test.feat_indices]
     assert bands[1]["share"] == np.mean((seen >= 1) & (seen < 10))
-    for b in bands:  # the model here *is* the count predictor
-        assert b["model_p@1"] == b["count_predictor_p@1"]
+    predictions = count_predictor(train)[test.feat_indices]
+    hit = np.array([predictions[i] in test.label_indices[test.label_indptr[i] : test.label_indptr[i + 1]]
+                    for i in range(len(test))])  # fmt: skip
+    for b in bands:  # each band's P@1 counted here point by point
+        upper = np.inf if b["seen_below"] is None else b["seen_below"]
+        mask = (seen >= b["seen_from"]) & (seen < upper)
+        assert b["count_predictor_p@1"] == (pytest.approx(hit[mask].mean()) if mask.any() else None)
+        assert b["model_p@1"] == b["count_predictor_p@1"]  # the model passed in was the count predictor
     commonest = np.full(len(test), np.bincount(train.label_indices).argmax())
     for b in by_centre_count(train, test, commonest, bands=(0, 1, 10, 100)):
         assert b["model_p@1"] == b["popularity_p@1"]

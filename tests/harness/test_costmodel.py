@@ -164,6 +164,7 @@ def test_fitted_where_links_do_not_matter_the_model_predicts_horovod_where_they_
 def test_link_efficiency_is_the_median_measured_share_of_each_rate():
     """Each multi-node payload record gives the share of its shaped rate TCP reached (its median repetition); the
     model takes the median per rate, and for a rate never measured the nearest measured one on a log scale."""
+
     def payload(bandwidth: str, bits_per_s: float, nodes: int = 2, status: str = "ok") -> dict:
         return {"system": "payload", "status": status, "nodes": nodes, "bandwidth": bandwidth,
                 "epochs": [{"link_bits_per_s_median": bits_per_s}]}  # fmt: skip
