@@ -89,15 +89,17 @@ def test_p_ranks_train_like_one_rank(tmp_path, one_rank, P, softmax, partition, 
         np.testing.assert_allclose(got[key], want[key], rtol=1e-4, atol=1e-6, err_msg=key)
 
 
-def test_bytes_match_the_analytic_formula(tmp_path):
-    """Per step and summed over ranks: hidden all-gather + dL/dh reduce-scatter + softmax all-reduces."""
-    P, B, H = 4, 16, 12
-    shards = run_ranks(tmp_path, P, hidden=str(H))
+@pytest.mark.parametrize("P,hidden", [(4, "12"), (3, "10,7")])
+def test_bytes_match_the_analytic_formula(tmp_path, P, hidden):
+    """Per step and summed over ranks: each hidden layer's all-gather (forward) and reduce-scatter of dL/dh
+    (backward), plus the softmax all-reduces; with two hidden layers both are split across the ranks."""
+    B, widths = 16, [int(w) for w in hidden.split(",")]
+    shards = run_ranks(tmp_path, P, hidden=hidden)
     sent = sum(s["sent"] for s in shards)
     received = sum(s["received"] for s in shards)
-    allgather = (P - 1) * B * H * 4  # every rank receives the others' slices
-    reduce_scatter = (P - 1) * B * H * 4  # every rank receives the others' partials of its slice
-    softmax = P * 2 * (P - 1) * (B + 2 * B) * 4 // P  # max (B floats), then sum-exp and label logits (2B)
+    allgather = sum((P - 1) * B * H * 4 for H in widths)  # every rank receives the others' slices
+    reduce_scatter = sum((P - 1) * B * H * 4 for H in widths)  # every rank receives the others' partials of its slice
+    softmax = 2 * (P - 1) * (B + 2 * B) * 4  # ring all-reduces: the max (B floats), sum-exp and label logits (2B)
     expected = allgather + reduce_scatter + softmax
     np.testing.assert_array_equal(sent, expected)
     np.testing.assert_array_equal(received, expected)
