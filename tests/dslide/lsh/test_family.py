@@ -1,0 +1,71 @@
+"""The HashFamily protocol: what satisfies it, and that the tables accept any family that does (the point of it)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dslide.config import LSHConfig
+from dslide.lsh import HashFamily, make_family
+from dslide.lsh.tables import LSHTables
+
+
+class SignFamily:
+    """A toy family: table t's bucket is the sign pattern of coordinates (t, t + 1)."""
+
+    num_tables = 3
+    range_pow = 2
+
+    def hash(self, x):
+        x = np.asarray(x, dtype=np.float32)
+        return np.stack([(x[:, t] > 0) * 2 + (x[:, t + 1] > 0) for t in range(3)], axis=1).astype(np.int32)
+
+    def hash_queries(self, x):
+        return self.hash(x)
+
+    def redraw(self, seed):
+        pass
+
+    def state(self):
+        return {}
+
+    def load_state(self, state):
+        pass
+
+
+class NoQueries:
+    num_tables = 1
+    range_pow = 1
+
+    def hash(self, x):
+        return np.zeros((len(x), 1), np.int32)
+
+
+def test_a_class_with_the_methods_is_a_family_and_one_without_is_not():
+    """isinstance checks the protocol's methods: a duck-typed family passes, one lacking hash_queries does not."""
+    assert isinstance(SignFamily(), HashFamily)
+    assert not isinstance(NoQueries(), HashFamily)
+
+
+def test_tables_rebuild_from_any_family_as_if_grouped_by_hand():
+    """LSHTables.rebuild(family, vectors) puts neuron n into bucket family.hash(vectors)[n, t] of table t: the
+    buckets equal grouping the neurons by their sign patterns, computed here directly."""
+    x = np.random.default_rng(0).normal(size=(50, 4)).astype(np.float32)
+    tables = LSHTables(3, 2, capacity=50)
+    tables.rebuild(SignFamily(), x, chunk_rows=16)
+    for t in range(3):
+        for b in range(4):
+            hi, lo = b >> 1, b & 1
+            want = [n for n in range(50) if (x[n, t] > 0) == hi and (x[n, t + 1] > 0) == lo]
+            assert tables.bucket(t, b).tolist() == want
+
+
+@pytest.mark.parametrize("name", ["srp", "wta", "dwta"])
+def test_symmetric_families_hash_queries_like_neurons(name):
+    """For the built-in data-independent families hash_queries(x) is hash(x), as the protocol states."""
+    fam = make_family(LSHConfig(family=name, bits_per_table=3, num_tables=6, range_pow=8), 24, seed=1)
+    x = np.abs(np.random.default_rng(1).normal(size=(40, 24))).astype(np.float32)
+    np.testing.assert_array_equal(fam.hash_queries(x), fam.hash(x))
+    assert fam.num_tables == 6 and fam.range_pow == 8
+    codes = fam.hash(x)
+    assert codes.shape == (40, 6) and codes.dtype == np.int32 and codes.min() >= 0 and codes.max() < 2**8
