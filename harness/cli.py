@@ -412,6 +412,27 @@ def time_to_accuracy_command(
     click.echo(f"-> {target / 'summary.json'}, {target / 'time-to-accuracy.png'}")
 
 
+@main.command("roofline")
+@click.option("--dataset", default="amazon670k-small", show_default=True, help="A registered dataset (trains on it).")
+@click.option("--data-dir", default=None, help="Where registered datasets live.")
+@click.option("--threads", default="1,2", show_default=True, help="Comma separated thread counts.")
+@click.option("--steps", type=click.IntRange(min=1), default=40, show_default=True, help="Timed steps per count.")
+@click.option("--out", type=click.Path(file_okay=False), default=None,
+              help="Write OUT/roofline.json and OUT/roofline.png (default: print only).")  # fmt: skip
+def roofline_command(dataset: str, data_dir: str | None, threads: str, steps: int, out: str | None) -> None:
+    """Each phase of a sparse training step against the machine's measured memory bandwidth (run it on a quiet
+    machine): bytes per sample (counted), time per sample (measured), achieved GB/s and its share of the probes."""
+    from harness.roofline import format_table, measure, write
+
+    results = []
+    for count in _split(threads, int):
+        results.append(measure(dataset, count, steps, data_dir=Path(data_dir) if data_dir else None))
+        click.echo(format_table(results[-1]) + "\n")
+    if out:
+        write(results, Path(out))
+        click.echo(f"-> {Path(out) / 'roofline.json'}, {Path(out) / 'roofline.png'}")
+
+
 @main.command("ceiling")
 @click.option("--dataset", default="text8-small", show_default=True, help="A skip-gram dataset (one feature a point).")
 @click.option("--data-dir", default=None, help="Where registered datasets live.")
