@@ -98,8 +98,8 @@ def format_row(labels, feats, vals):
 
 def test_format_rows_hand_worked():
     """Labels joined by commas, then ' id:value' with the shortest decimal of each float32, one line per row."""
-    line = format_row([7, 0, 12], list(range(8)), [0.5, 3, -2.25, 100, 0.001, 1e-7, 0.1, 0.0])
-    assert line == "7,0,12 0:0.5 1:3 2:-2.25 3:100 4:0.001 5:1e-7 6:0.1 7:0\n"
+    line = format_row([7, 0, 12], list(range(9)), [0.5, 3, -2.25, 100, 0.001, 1e-7, 0.1, 0.0, 0.00012])
+    assert line == "7,0,12 0:0.5 1:3 2:-2.25 3:100 4:0.001 5:1e-7 6:0.1 7:0 8:0.00012\n"
     assert format_row([], [4], [1.0]) == " 4:1\n"
     assert format_row([3], [], []) == "3\n"
 
