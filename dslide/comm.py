@@ -11,12 +11,60 @@ Summed over ranks, sent equals received for every operation.
 
 from __future__ import annotations
 
+import os
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
-from mpi4py import MPI
+
+# Set by every MPI launcher this project meets (MPICH's hydra, Open MPI, Slurm's srun): a process that was started
+# as a rank must have its MPI library.
+LAUNCHER_VARIABLES = ("PMI_RANK", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "SLURM_STEP_ID")
+
+
+def load_mpi() -> Any:
+    """mpi4py's MPI module, or None where no MPI library can be loaded and no launcher started this process: training
+    on one node needs no MPI library (`pip install -e .` without the `mpich` extra)."""
+    try:
+        from mpi4py import MPI
+    except (ImportError, RuntimeError) as err:
+        launcher = [v for v in LAUNCHER_VARIABLES if v in os.environ]
+        if launcher:
+            raise RuntimeError(f"started by an MPI launcher ({launcher[0]} is set) but mpi4py cannot load an MPI "
+                               f"library: {err}. Install one (pip install -e '.[mpich]', or a site MPI: "
+                               "docs/cluster.md)") from err  # fmt: skip
+        return None
+    return MPI
+
+
+MPI = load_mpi()
+
+
+class OneProcess:
+    """The world of a process started without mpiexec where no MPI library is installed: one rank, no messages."""
+
+    def Get_rank(self) -> int:  # noqa: N802 (mpi4py's names)
+        return 0
+
+    def Get_size(self) -> int:  # noqa: N802
+        return 1
+
+    def Barrier(self) -> None:  # noqa: N802
+        pass
+
+    def Abort(self, code: int = 1) -> None:  # noqa: N802
+        os._exit(code)
+
+    def allgather(self, obj: object) -> list:
+        return [obj]
+
+    def bcast(self, obj: object, root: int = 0) -> object:
+        return obj
+
+    def allreduce(self, obj: object, op: object = None) -> object:
+        return obj
 
 
 @dataclass
@@ -49,8 +97,11 @@ def ring_allreduce_bytes(count: int, itemsize: int, size: int, rank: int) -> tup
 class Communicator:
     """A thin, counting wrapper over an mpi4py communicator (COMM_WORLD by default; size 1 is one node)."""
 
-    def __init__(self, comm: MPI.Comm | None = None) -> None:
-        self.comm = comm if comm is not None else MPI.COMM_WORLD
+    def __init__(self, comm: Any = None) -> None:
+        """comm: an mpi4py communicator (default COMM_WORLD; one rank without MPI where none is installed)."""
+        if comm is None:
+            comm = MPI.COMM_WORLD if MPI is not None else OneProcess()
+        self.comm = comm
         self.rank = self.comm.Get_rank()
         self.size = self.comm.Get_size()
         self.stats = CommStats()
