@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from pathlib import Path
@@ -19,6 +20,16 @@ def main() -> None:
 
 
 main.add_command(data)
+
+
+class FiniteFloatRange(click.FloatRange):
+    """A float range that also refuses nan and inf (click's range lets both through: nan compares false)."""
+
+    def convert(self, value, param, ctx):  # noqa: ANN001 (click's signature)
+        rv = super().convert(value, param, ctx)
+        if not math.isfinite(rv):
+            self.fail(f"{rv} is not a finite number", param, ctx)
+        return rv
 
 
 def _hidden(_ctx, _param, value: str) -> tuple[int, ...]:
@@ -47,14 +58,14 @@ def _hidden(_ctx, _param, value: str) -> tuple[int, ...]:
 @click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True, help="Threads per rank.")
 @click.option(
     "--lr",
-    type=click.FloatRange(min=0, min_open=True),
+    type=FiniteFloatRange(min=0, min_open=True),
     default=TrainConfig.lr,
     show_default=True,
     help="Adam step size (SLIDE: 1e-4).",
 )
 @click.option(
     "--input-lr",
-    type=click.FloatRange(min=0, min_open=True),
+    type=FiniteFloatRange(min=0, min_open=True),
     default=TrainConfig.input_lr,
     show_default=True,
     help="Adam step size of the sparse input layer's weight rows (its bias: --lr); rows of rare features need "
@@ -173,7 +184,7 @@ def _hidden(_ctx, _param, value: str) -> tuple[int, ...]:
 )
 @click.option(
     "--rebuild-decay",
-    type=click.FloatRange(min=0),
+    type=FiniteFloatRange(min=0),
     default=0.0,
     show_default=True,
     help="lambda: rebuild intervals grow as e^(lambda t).",
@@ -194,7 +205,7 @@ def _hidden(_ctx, _param, value: str) -> tuple[int, ...]:
 )
 @click.option(
     "--drift-threshold",
-    type=click.FloatRange(min=0, max=1, min_open=True),
+    type=FiniteFloatRange(min=0, max=1, min_open=True),
     default=0.05,
     show_default=True,
     help="With --rebuild-trigger drift: rebuild once this share of a 2,048-neuron sample's buckets has changed "
@@ -203,7 +214,7 @@ def _hidden(_ctx, _param, value: str) -> tuple[int, ...]:
 @click.option("--adam", type=click.Choice(["lazy", "dense"]), default="lazy", show_default=True)
 @click.option(
     "--init-scale",
-    type=click.FloatRange(min=0, min_open=True),
+    type=FiniteFloatRange(min=0, min_open=True),
     default=None,
     help="Weights ~ N(0, s^2) in every layer (SLIDE: 0.01). Default: fan-in aware (He / LeCun, docs/engine.md).",
 )
@@ -257,7 +268,8 @@ def _hidden(_ctx, _param, value: str) -> tuple[int, ...]:
     show_default=True,
     help="Steps between checkpoints (0: each epoch).",
 )
-@click.option("--resume", is_flag=True, help="Continue from the latest checkpoint in --out.")
+@click.option("--resume", is_flag=True, help="Continue from the latest checkpoint in --out (same settings and data).")
+@click.option("--restart", is_flag=True, help="Start over in --out: remove its checkpoint and run files first.")
 @click.option("--progress/--no-progress", default=True, show_default=True)
 def train(**opts) -> None:
     """Train a network; under `mpiexec -n P` the neurons of every layer are split across the P ranks."""
@@ -382,7 +394,9 @@ def _train(comm, train_path, test_path, dataset, data_dir, out_dir, preset, **o)
             f"{record['samples_per_s']:,.0f} samples/s  -> {Path(out_dir) / 'metrics.jsonl'}"
         )
 
-    run(net, cfg, train_ds, test_ds, Path(out_dir), comm, resume=o["resume"], on_epoch=report)
+    if o["resume"] and o["restart"]:
+        raise click.UsageError("--resume and --restart exclude each other")
+    run(net, cfg, train_ds, test_ds, Path(out_dir), comm, resume=o["resume"], on_epoch=report, restart=o["restart"])
 
 
 @main.group()

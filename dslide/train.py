@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import resource
+import shutil
 import socket
 import sys
 import time
@@ -62,6 +63,46 @@ class Position:
 
 def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+# What a resumed run may change: how long it trains, on how many threads, what it measures and how often it saves.
+# Every other training option, the whole network configuration and the data must be the checkpoint's.
+RESUMABLE_CHANGES = frozenset({"epochs", "max_steps", "threads", "progress", "eval_every", "eval_slice", "eval_mode",
+                               "test_points", "train_eval_points", "recall_every", "recall_points",
+                               "checkpoint_every"})  # fmt: skip
+
+
+class ResumeMismatchError(ConfigMismatchError):
+    """A run would resume, or overwrite, a checkpoint made with other settings (every rank sees the same)."""
+
+
+RUN_FILES = ("metrics.jsonl", "eval.jsonl", "progress.jsonl", "recall.jsonl")  # --restart removes them and checkpoint/
+
+
+def _flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in d.items():
+        if isinstance(value, dict):
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def resume_differences(meta: dict[str, Any], net: NetworkConfig, train: TrainConfig, data: dict[str, str]) -> list[str]:
+    """What this run would change of the checkpoint's, among what a resumed run may not change (empty: resumable)."""
+    now = json.loads(json.dumps({"network": to_dict(net), "train": to_dict(train), "data": data}))
+    diffs = []
+    for part in ("network", "train", "data"):
+        if part not in meta:  # checkpoints from before this check do not name their data
+            continue
+        saved, mine = _flat(meta[part]), _flat(now[part])
+        for key in sorted(set(saved) | set(mine)):
+            if part == "train" and key in RESUMABLE_CHANGES:
+                continue
+            if saved.get(key) != mine.get(key):
+                diffs.append(f"{part} {key}: {saved.get(key)!r} in the checkpoint, {mine.get(key)!r} now")
+    return diffs
 
 
 def check_consistency(comm: Communicator, net: NetworkConfig, train: TrainConfig, *datasets: SparseDataset) -> None:
@@ -143,15 +184,27 @@ def train(
     comm: Communicator | None = None,
     resume: bool = False,
     on_epoch: Callable[[dict[str, Any]], None] | None = None,
+    restart: bool = False,
 ) -> list[dict[str, Any]]:
     """Train for cfg.epochs; returns the per-epoch metrics records (rank 0 also writes them and passes each to
-    on_epoch as soon as it is written)."""
+    on_epoch as soon as it is written). An out_dir that holds a checkpoint is resumed (resume: refused if the run's
+    settings differ) or started over (restart: its checkpoint and run files removed first), never overwritten."""
     comm = comm or Communicator()
     numba.set_num_threads(cfg.threads)
     net_cfg = dataclasses.replace(net_cfg, input_sq_norm=train_ds.mean_sq_norm())
     check_consistency(comm, net_cfg, cfg, train_ds, test_ds)
     out_dir = Path(out_dir)
     ckpt_dir = out_dir / "checkpoint"
+    if restart:
+        comm.barrier()  # every rank has seen the old checkpoint's absence or presence alike
+        if comm.rank == 0:
+            shutil.rmtree(ckpt_dir, ignore_errors=True)
+            for name in RUN_FILES:
+                (out_dir / name).unlink(missing_ok=True)
+        comm.barrier()
+    elif not resume and (earlier := checkpoint.latest(ckpt_dir)) is not None:
+        raise ResumeMismatchError(f"{out_dir} holds a checkpoint of an earlier run ({earlier.name}): pass --resume to "
+                                  "continue it, --restart to start over, or another --out")  # fmt: skip
     # pid and host of every rank, so a "BAD TERMINATION ... PID n" from mpiexec can be traced to its rank
     ranks = comm.allgather_object({"pid": os.getpid(), "host": socket.gethostname()})
     if comm.rank == 0:
@@ -160,10 +213,18 @@ def train(
     label_counts = np.bincount(train_ds.label_indices, minlength=net_cfg.num_labels)
     net = Network(net_cfg, cfg, comm, label_counts)
     pos = Position()
+    data = {"train": train_ds.fingerprint(), "test": test_ds.fingerprint()}
     if resume:
         loaded = checkpoint.load(ckpt_dir, comm)
         if loaded is not None:
             arrays, meta = loaded
+            differences = resume_differences(meta, net_cfg, cfg, data)
+            if differences:
+                arrays.close()
+                raise ResumeMismatchError(
+                    f"{ckpt_dir} holds a run made with other settings: {'; '.join(differences)}. Resume with the "
+                    "same options and data, or pass --restart to start this run over"
+                )
             net.load_state(arrays)
             arrays.close()
             pos = Position(**meta["position"])
@@ -184,6 +245,7 @@ def train(
             "position": pos.__dict__,
             "network": to_dict(net_cfg),
             "train": to_dict(cfg),
+            "data": data,
         }
         checkpoint.save(ckpt_dir, comm, net.state(), meta)
 

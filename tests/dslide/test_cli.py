@@ -18,6 +18,7 @@ def files(tmp_path_factory):
     write_xc(tmp / "train.txt", train)
     write_xc(tmp / "test.txt", test)
     write_xc(tmp / "other-test.txt", generate(other, seed=0)[1])
+    write_xc(tmp / "train-seed1.txt", generate(small, seed=1)[0])  # same shape, other points
     return tmp
 
 
@@ -25,7 +26,8 @@ def files(tmp_path_factory):
     ("args", "option"),
     [(["--batch-size", "0"], "--batch-size"), (["--batch-size", "-5"], "--batch-size"), (["--epochs", "0"], "--epochs"),
      (["--lr", "0"], "--lr"), (["--threads", "0"], "--threads"), (["--range-pow", "40"], "--range-pow"),
-     (["--tail", "-1"], "--tail"), (["--init-scale", "-0.1"], "--init-scale")],
+     (["--tail", "-1"], "--tail"), (["--init-scale", "-0.1"], "--init-scale"), (["--lr", "nan"], "--lr"),
+     (["--lr", "inf"], "--lr"), (["--input-lr", "nan"], "--input-lr"), (["--init-scale", "inf"], "--init-scale")],
 )  # fmt: skip
 def test_out_of_range_options_are_usage_errors_and_write_nothing(files, tmp_path, args, option):
     out = tmp_path / "run"
@@ -69,3 +71,33 @@ def test_lsh_inspect_prints_the_tables_figures_of_a_checkpoint(files, tmp_path):
     assert out["points"] == 50 and out["lsh_retrieved_mean"] > 0
     shares = out["label_share"] + out["frequent_share"] + out["lsh_share"] + out["padding_share"]
     assert abs(shares - 1) < 1e-9 and 0 <= out["recall_top5"] <= 1
+
+
+def run_train(files, out, *extra):
+    args = ["train", "--train", str(files / "train.txt"), "--test", str(files / "test.txt"), "--out", str(out),
+            "--hidden", "16", "--epochs", "1", "--no-progress", *extra]  # fmt: skip
+    return CliRunner().invoke(main, args)
+
+
+def test_a_checkpoint_of_other_settings_is_refused_by_name_and_restart_starts_over(files, tmp_path):
+    out = tmp_path / "run"
+    assert run_train(files, out).exit_code == 0
+    first = (out / "metrics.jsonl").read_text()
+    # resuming with another model: refused, the difference named, nothing written
+    other = run_train(files, out, "--resume", "--hidden", "8")
+    assert other.exit_code == 1
+    assert "network hidden: [16] in the checkpoint, [8] now" in other.output and "--restart" in other.output
+    changed_data = run_train(files, out, "--resume", "--epochs", "2", "--train", str(files / "train-seed1.txt"))
+    assert changed_data.exit_code == 1 and "data train: " in changed_data.output
+    # without --resume, an earlier run's checkpoint is never overwritten silently
+    again = run_train(files, out)
+    assert again.exit_code == 1 and "pass --resume to continue it, --restart to start over" in again.output
+    assert (out / "metrics.jsonl").read_text() == first
+    # what a resumed run may change (epochs here) is allowed
+    longer = run_train(files, out, "--resume", "--epochs", "2")
+    assert longer.exit_code == 0, longer.output
+    assert len((out / "metrics.jsonl").read_text().splitlines()) == 2
+    # --restart starts over in the same directory
+    restarted = run_train(files, out, "--restart", "--hidden", "8")
+    assert restarted.exit_code == 0, restarted.output
+    assert len((out / "metrics.jsonl").read_text().splitlines()) == 1
