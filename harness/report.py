@@ -393,13 +393,16 @@ def claims(measured: list[Measured], model: Model) -> list[Claim]:
     parts = []
     for c in equal_accuracy.comparisons(measured):
         rate = c.bandwidth + (" ratio-preserving" if c.rate_kind != "nominal" else "")
-        for name, _, speedup in c.horovod:
+        for name, horovod_s, speedup in c.horovod:
             if speedup is not None:
                 parts.append(f"**{speedup:,.1f}x** vs {name}, {c.nodes} x 1 core at {rate}")
-            else:
+            elif horovod_s is None:
                 parts.append(f"{name} did not reach it, {c.nodes} x 1 core at {rate}")
-        if not c.horovod or c.dslide_s is None:
-            parts.append(f"D-SLIDE {'reached' if c.dslide_s else 'did not reach'} it at {rate}")
+        if c.dslide_s is None:
+            reached = [f"{name} in {fmt_s(s)}" for name, s, _ in c.horovod if s is not None]
+            parts.append(f"D-SLIDE did not reach it at {rate}" + (f" ({'; '.join(reached)})" if reached else ""))
+        elif not c.horovod:
+            parts.append(f"D-SLIDE reached it at {rate}")
     targets = sorted({f"{c.target:.3f}" for c in equal_accuracy.comparisons(measured)})
     epoch_ratio = dict(speedups(measured, "1gbit")).get(2)
     text = (f"to P@1 {'/'.join(targets)}: " + "; ".join(parts)) if parts else "not measured"

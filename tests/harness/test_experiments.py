@@ -74,6 +74,8 @@ def test_dslide_runs_whole_epochs_and_horovod_at_least_10_steps_in_the_default_p
             assert p.max_steps is not None and p.max_steps >= 10, p
         if p.experiment == "tta":  # accuracy after whole epochs
             assert p.max_steps is None and p.epochs >= 3, p
+    tta = {(p.system, p.epochs) for p in plan("default", machine_cores=2) if p.experiment == "tta"}
+    assert tta == {("dslide", 10), ("tf-dense", 3)}  # a race: the faster system gets the epochs it needs
 
 
 def test_evaluation_flag_matches_the_system():
