@@ -426,7 +426,10 @@ def roofline_command(dataset: str, data_dir: str | None, threads: str, steps: in
 
     results = []
     for count in _split(threads, int):
-        results.append(measure(dataset, count, steps, data_dir=Path(data_dir) if data_dir else None))
+        try:
+            results.append(measure(dataset, count, steps, data_dir=Path(data_dir) if data_dir else None))
+        except ValueError as err:
+            raise click.ClickException(str(err)) from err
         click.echo(format_table(results[-1]) + "\n")
     if out:
         write(results, Path(out))

@@ -204,8 +204,6 @@ def measure(dataset: str, threads: int, steps: int = 40, warmup: int = 5, data_d
     from dslide.data.xc_format import load_dataset
     from dslide.network import Batch, Network
 
-    probes = probe_bandwidth(threads)
-    numba.set_num_threads(threads)
     train_path, _ = dataset_paths(dataset, data_dir)
     train = load_dataset(train_path)
     counts = np.bincount(train.label_indices, minlength=train.num_labels)
@@ -213,9 +211,12 @@ def measure(dataset: str, threads: int, steps: int = 40, warmup: int = 5, data_d
     cfg = TrainConfig(batch_size=batch_size, threads=threads)
     order = np.concatenate(list(batches(len(train), batch_size, cfg.seed, 0)))
     chunks = [order[i : i + batch_size] for i in range(0, len(order) - batch_size + 1, batch_size)]
-    needed = 2 * (warmup + steps)
+    needed = warmup + steps
     if len(chunks) < needed:
-        raise ValueError(f"{dataset}: {len(chunks)} batches of {batch_size}, the roofline needs {needed}")
+        raise ValueError(f"{dataset}: {len(chunks)} batches of {batch_size} an epoch; --steps {steps} needs {needed} "
+                         f"(with {warmup} warm-up steps)")  # fmt: skip
+    probes = probe_bandwidth(threads)
+    numba.set_num_threads(threads)
     phased = Network(net_cfg, cfg, Communicator(), counts)
     clock, warm = PhaseClock(), PhaseClock()
     per_step: dict[str, list[float]] = defaultdict(list)
@@ -241,7 +242,7 @@ def measure(dataset: str, threads: int, steps: int = 40, warmup: int = 5, data_d
     plain = Network(net_cfg, cfg, Communicator(), counts)
     t_plain = 0.0
     for step in range(warmup + steps):
-        batch = Batch.from_dataset(train, chunks[warmup + steps + step])
+        batch = Batch.from_dataset(train, chunks[step])
         t0 = time.perf_counter()
         plain.train_step(batch, step)
         t_plain += time.perf_counter() - t0 if step >= warmup else 0.0

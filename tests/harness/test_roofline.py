@@ -65,6 +65,15 @@ def test_the_probes_report_what_they_moved():
     assert triad.bytes_per_s > 0 and gather.bytes_per_s > 0
 
 
+def test_more_steps_than_an_epoch_holds_is_refused_before_any_measuring(tmp_path):
+    exe = Path(sys.executable).parent / "harness"
+    done = subprocess.run([str(exe), "roofline", "--dataset", "tiny", "--data-dir", str(tmp_path), "--steps", "100"],
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 1
+    want = "Error: tiny: 31 batches of 128 an epoch; --steps 100 needs 105 (with 5 warm-up steps)"
+    assert done.stderr.strip() == want
+
+
 @pytest.mark.slow
 def test_roofline_command_writes_a_record_with_every_phase(tmp_path):
     exe = Path(sys.executable).parent / "harness"
