@@ -21,7 +21,7 @@ import statistics
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -191,7 +191,6 @@ class Roofline:
     samples_per_s: float  # measured over the timed steps, every phase included
     step_samples_per_s: float  # measured: the same steps through Network.train_step, for the phased replica's cost
     rebuilds: int
-    record: dict[str, Any] = field(default_factory=dict)
 
 
 def measure(dataset: str, threads: int, steps: int = 40, warmup: int = 5, data_dir: Path | None = None,
@@ -221,12 +220,12 @@ def measure(dataset: str, threads: int, steps: int = 40, warmup: int = 5, data_d
     clock, warm = PhaseClock(), PhaseClock()
     per_step: dict[str, list[float]] = defaultdict(list)
     moved: dict[str, list[int]] = defaultdict(list)
-    rebuilds_before = None
+    rebuilds_before = 0
     t_all = 0.0
     for step in range(warmup + steps):
         batch = Batch.from_dataset(train, chunks[step])
         timed = step >= warmup
-        if timed and rebuilds_before is None:
+        if step == warmup:
             rebuilds_before = phased.head.layer.sampler.stats.rebuilds
         before = dict(clock.seconds)
         t0 = time.perf_counter()
@@ -237,7 +236,7 @@ def measure(dataset: str, threads: int, steps: int = 40, warmup: int = 5, data_d
                 per_step[phase].append(clock.seconds[phase] - before.get(phase, 0.0))
             for phase, b in counted_bytes(phased, batch, out).items():
                 moved[phase].append(b)
-    rebuilds = phased.head.layer.sampler.stats.rebuilds - (rebuilds_before or 0)
+    rebuilds = phased.head.layer.sampler.stats.rebuilds - rebuilds_before
     # the same steps through the engine's own entry point: what the phased replica costs on top
     plain = Network(net_cfg, cfg, Communicator(), counts)
     t_plain = 0.0

@@ -32,10 +32,13 @@ def mpiexec() -> str:
     return str(local) if local.exists() else "mpiexec"
 
 
+TINY = XCParams(300, 120, 1200, 300, avg_nnz=10.0, avg_labels=2.0)
+
+
 @pytest.fixture(scope="module")
 def files(tmp_path_factory) -> tuple[Path, Path]:
     tmp = tmp_path_factory.mktemp("data")
-    train, test = generate(XCParams(300, 120, 1200, 300, avg_nnz=10.0, avg_labels=2.0), seed=3)
+    train, test = generate(TINY, seed=3)
     write_xc(tmp / "train.txt", train)
     write_xc(tmp / "test.txt", test)
     return tmp / "train.txt", tmp / "test.txt"
@@ -46,8 +49,7 @@ def learned(files) -> float:
     """The P@1 a run on `files` must beat to have learned anything: label popularity (counted by numpy from the
     generated points, not by the engine) plus a margin. 120 labels are too few for a sparse setting: these
     tests check the command's contract; tests/dslide/test_learning.py checks learning at 1% active."""
-    train, test = generate(XCParams(300, 120, 1200, 300, avg_nnz=10.0, avg_labels=2.0), seed=3)
-    return popularity_p_at_1(train, test) + LEARNED_MARGIN
+    return popularity_p_at_1(*generate(TINY, seed=3)) + LEARNED_MARGIN
 
 
 # popularity scores 0.333 on these 300 test points and a network that learns nothing stays there (its output bias
