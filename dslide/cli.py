@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import click
 
-from dslide.config import TrainConfig
+from dslide.config import LSHConfig, NetworkConfig, SamplingConfig, ScheduleConfig, TrainConfig
 from dslide.data.cli import data
 
 
@@ -30,6 +32,40 @@ class FiniteFloatRange(click.FloatRange):
         if not math.isfinite(rv):
             self.fail(f"{rv} is not a finite number", param, ctx)
         return rv
+
+
+# The config field each `dslide train` option sets. Defaults are written once, in the config dataclasses
+# (dslide/config.py); the options read them from there and the configs are built through this table.
+OPTION_FIELDS: dict[str, tuple[type, str]] = {
+    **{name: (LSHConfig, name) for name in ("family", "range_pow", "bin_size", "bucket_capacity", "insertion",
+                                            "code_layout", "learned_bits")},
+    "bits": (LSHConfig, "bits_per_table"),
+    "tables": (LSHConfig, "num_tables"),
+    "sampling": (SamplingConfig, "mode"),
+    **{name: (SamplingConfig, name) for name in ("strategy", "topk", "min_hits", "active_budget", "min_active",
+                                                 "pad_threshold", "tail", "frequent", "weighted_tail")},
+    **{name: (ScheduleConfig, name) for name in ("rebuild_first", "rebuild_decay", "redraw_every",
+                                                 "drift_threshold")},
+    "rebuild_trigger": (ScheduleConfig, "trigger"),
+    **{name: (NetworkConfig, name) for name in ("hidden", "init_scale", "output_bias")},
+    **{name: (TrainConfig, name) for name in ("epochs", "batch_size", "lr", "input_lr", "adam", "threads", "seed",
+                                              "max_steps", "eval_every", "eval_slice", "eval_mode", "test_points",
+                                              "train_eval_points", "softmax", "partition", "recall_every",
+                                              "recall_points", "checkpoint_every", "progress")},
+}  # fmt: skip
+OPTION_OF_FIELD = {field: option for option, (_, field) in OPTION_FIELDS.items()}  # field names are unique
+
+
+def default(option: str) -> Any:
+    """The option's default: its config field's (hidden widths as the text the option parses)."""
+    cls, name = OPTION_FIELDS[option]
+    value = next(f.default for f in dataclasses.fields(cls) if f.name == name)
+    return ",".join(map(str, value)) if option == "hidden" else value
+
+
+def config_values(cls: type, options: dict[str, Any]) -> dict[str, Any]:
+    """The keyword arguments of config class `cls` from the parsed options."""
+    return {name: options[option] for option, (owner, name) in OPTION_FIELDS.items() if owner is cls}
 
 
 def _hidden(_ctx, _param, value: str) -> tuple[int, ...]:
@@ -54,31 +90,37 @@ def _hidden(_ctx, _param, value: str) -> tuple[int, ...]:
     help="slide: SLIDE's published Amazon-670K settings (lr 1e-4, N(0, 0.01^2), zero biases, SLIDE's bucket ids, "
     "weight-1 padding, dense Adam); flags given explicitly still win.",
 )
-@click.option("--epochs", type=click.IntRange(min=1), default=1, show_default=True)
-@click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True, help="Threads per rank.")
+@click.option("--epochs", type=click.IntRange(min=1), default=default("epochs"), show_default=True)
+@click.option(
+    "--threads", type=click.IntRange(min=1), default=default("threads"), show_default=True, help="Threads per rank."
+)
 @click.option(
     "--lr",
     type=FiniteFloatRange(min=0, min_open=True),
-    default=TrainConfig.lr,
+    default=default("lr"),
     show_default=True,
     help="Adam step size (SLIDE: 1e-4).",
 )
 @click.option(
     "--input-lr",
     type=FiniteFloatRange(min=0, min_open=True),
-    default=TrainConfig.input_lr,
+    default=default("input_lr"),
     show_default=True,
     help="Adam step size of the sparse input layer's weight rows (its bias: --lr); rows of rare features need "
     "larger steps (docs/engine.md). SLIDE: one step size, 1e-4.",
 )
-@click.option("--batch-size", type=click.IntRange(min=1), default=128, show_default=True)
+@click.option("--batch-size", type=click.IntRange(min=1), default=default("batch_size"), show_default=True)
 @click.option(
-    "--hidden", default="128", show_default=True, callback=_hidden, help="Hidden widths, e.g. 128 or 256,128."
+    "--hidden",
+    default=default("hidden"),
+    show_default=True,
+    callback=_hidden,
+    help="Hidden widths, e.g. 128 or 256,128.",
 )
 @click.option(
     "--sampling",
     type=click.Choice(["lsh", "uniform", "dense", "exact"]),
-    default="lsh",
+    default=default("sampling"),
     show_default=True,
     help="lsh: SLIDE; uniform: labels + uniform negatives (no tables); dense: the full softmax; exact: the --topk "
     "largest logits per sample in place of the tables (perfect retrieval, a yardstick: a full matrix product a step).",
@@ -87,7 +129,7 @@ def _hidden(_ctx, _param, value: str) -> tuple[int, ...]:
     "--hash",
     "family",
     type=click.Choice(["dwta", "srp", "wta", "learned"]),
-    default="dwta",
+    default=default("family"),
     show_default=True,
     help="learned: sign bits of projections fitted during training (docs/lsh.md); give it --bits 12 to 14.",
 )
@@ -95,182 +137,204 @@ def _hidden(_ctx, _param, value: str) -> tuple[int, ...]:
     "--bits",
     "bits",
     type=click.IntRange(1, 16),
-    default=None,
+    default=default("bits"),
     help="K: hashes per table (default: from the number of outputs, dslide.config.auto_bits: 5 at 670,091).",
 )
 @click.option(
     "--learned-bits",
     type=click.IntRange(1, 1024),
-    default=128,
+    default=default("learned_bits"),
     show_default=True,
     help="--hash learned: sign bits per vector that each table samples K of.",
 )
-@click.option("--tables", type=click.IntRange(min=1), default=50, show_default=True, help="L: hash tables.")
 @click.option(
-    "--range-pow", type=click.IntRange(1, 30), default=18, show_default=True, help="R: 2**R buckets per table."
+    "--tables", type=click.IntRange(min=1), default=default("tables"), show_default=True, help="L: hash tables."
 )
-@click.option("--bin-size", type=click.IntRange(2, 2**16), default=8, show_default=True, help="WTA/DWTA bin size.")
-@click.option("--bucket-capacity", type=click.IntRange(min=1), default=128, show_default=True)
-@click.option("--insertion", type=click.Choice(["fifo", "reservoir"]), default="fifo", show_default=True)
+@click.option(
+    "--range-pow",
+    type=click.IntRange(1, 30),
+    default=default("range_pow"),
+    show_default=True,
+    help="R: 2**R buckets per table.",
+)
+@click.option(
+    "--bin-size",
+    type=click.IntRange(2, 2**16),
+    default=default("bin_size"),
+    show_default=True,
+    help="WTA/DWTA bin size.",
+)
+@click.option("--bucket-capacity", type=click.IntRange(min=1), default=default("bucket_capacity"), show_default=True)
+@click.option("--insertion", type=click.Choice(["fifo", "reservoir"]), default=default("insertion"), show_default=True)
 @click.option(
     "--code-layout",
     type=click.Choice(["packed", "slide"]),
-    default="packed",
+    default=default("code_layout"),
     show_default=True,
     help="slide: WTA/DWTA bucket ids as SLIDE's C++ computes them (overlapping shifts, fewer buckets).",
 )
-@click.option("--strategy", type=click.Choice(["vanilla", "topk"]), default="vanilla", show_default=True)
+@click.option("--strategy", type=click.Choice(["vanilla", "topk"]), default=default("strategy"), show_default=True)
 @click.option(
     "--topk",
     type=click.IntRange(min=1),
-    default=3000,
+    default=default("topk"),
     show_default=True,
     help="Retrieved neurons kept with --strategy topk; with --sampling exact, retrieved per sample.",
 )
 @click.option(
     "--min-hits",
     type=click.IntRange(min=1),
-    default=1,
+    default=default("min_hits"),
     show_default=True,
     help="Keep only neurons found in at least this many of the L buckets (per-input sparsity; 1: the union).",
 )
 @click.option(
     "--active-budget",
     type=click.IntRange(min=0),
-    default=0,
+    default=default("active_budget"),
     show_default=True,
     help="Per input, raise --min-hits until at most this many retrieved neurons remain (0: no budget).",
 )
 @click.option(
     "--min-active",
     type=click.IntRange(min=0),
-    default=1000,
+    default=default("min_active"),
     show_default=True,
     help="Pad with random neurons up to this many ...",
 )
 @click.option(
     "--pad-threshold",
     type=click.IntRange(min=0),
-    default=1500,
+    default=default("pad_threshold"),
     show_default=True,
     help="... when fewer than this were retrieved.",
 )
 @click.option(
     "--tail",
     type=click.IntRange(min=0),
-    default=200,
+    default=default("tail"),
     show_default=True,
     help="Uniform negatives always added per sample.",
 )
 @click.option(
     "--frequent",
     type=click.IntRange(min=0),
-    default=300,
+    default=default("frequent"),
     show_default=True,
     help="The commonest training labels, active for every sample.",
 )
 @click.option(
     "--weighted-tail/--plain-tail",
-    default=True,
+    default=default("weighted_tail"),
     show_default=True,
     help="Padding stands for every unretrieved neuron in the softmax normaliser (plain: SLIDE's weight 1).",
 )
 @click.option(
     "--rebuild-first",
     type=click.IntRange(min=1),
-    default=50,
+    default=default("rebuild_first"),
     show_default=True,
     help="N0: steps before the first table rebuild.",
 )
 @click.option(
     "--rebuild-decay",
     type=FiniteFloatRange(min=0),
-    default=0.0,
+    default=default("rebuild_decay"),
     show_default=True,
     help="lambda: rebuild intervals grow as e^(lambda t).",
 )
 @click.option(
     "--redraw-every",
     type=click.IntRange(min=0),
-    default=1000,
+    default=default("redraw_every"),
     show_default=True,
     help="M: new hash functions every M steps (0: never).",
 )
 @click.option(
     "--rebuild-trigger",
     type=click.Choice(["fixed", "drift"]),
-    default="fixed",
+    default=default("rebuild_trigger"),
     show_default=True,
     help="fixed: rebuild on the N0 / lambda schedule; drift: when the weights have moved (--drift-threshold).",
 )
 @click.option(
     "--drift-threshold",
     type=FiniteFloatRange(min=0, max=1, min_open=True),
-    default=0.05,
+    default=default("drift_threshold"),
     show_default=True,
     help="With --rebuild-trigger drift: rebuild once this share of a 2,048-neuron sample's buckets has changed "
     "(checked every 10 steps).",
 )
-@click.option("--adam", type=click.Choice(["lazy", "dense"]), default="lazy", show_default=True)
+@click.option("--adam", type=click.Choice(["lazy", "dense"]), default=default("adam"), show_default=True)
 @click.option(
     "--init-scale",
     type=FiniteFloatRange(min=0, min_open=True),
-    default=None,
+    default=default("init_scale"),
     help="Weights ~ N(0, s^2) in every layer (SLIDE: 0.01). Default: fan-in aware (He / LeCun, docs/engine.md).",
 )
 @click.option(
     "--output-bias",
     type=click.Choice(["prior", "zero"]),
-    default="prior",
+    default=default("output_bias"),
     show_default=True,
     help="Initial output biases: log label frequency in the training data, or 0 (SLIDE).",
 )
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
-@click.option("--max-steps", type=click.IntRange(min=1), default=None, help="Stop each epoch after this many steps.")
+@click.option("--seed", type=click.IntRange(min=0), default=default("seed"), show_default=True)
+@click.option(
+    "--max-steps",
+    type=click.IntRange(min=1),
+    default=default("max_steps"),
+    help="Stop each epoch after this many steps.",
+)
 @click.option(
     "--eval-every",
     type=click.IntRange(min=0),
-    default=0,
+    default=default("eval_every"),
     show_default=True,
     help="Evaluate a held-out slice every N steps.",
 )
-@click.option("--eval-slice", type=click.IntRange(min=1), default=1000, show_default=True)
-@click.option("--eval-mode", type=click.Choice(["exact", "lsh"]), default="exact", show_default=True)
+@click.option("--eval-slice", type=click.IntRange(min=1), default=default("eval_slice"), show_default=True)
+@click.option("--eval-mode", type=click.Choice(["exact", "lsh"]), default=default("eval_mode"), show_default=True)
 @click.option(
-    "--test-points", type=click.IntRange(min=1), default=None, help="Evaluate epochs on the first N test points only."
+    "--test-points",
+    type=click.IntRange(min=1),
+    default=default("test_points"),
+    help="Evaluate epochs on the first N test points only.",
 )
 @click.option(
     "--train-eval-points",
     type=click.IntRange(min=0),
-    default=TrainConfig.train_eval_points,
+    default=default("train_eval_points"),
     help="Also evaluate each epoch on the first N training points (train_p@k in metrics: the overfitting gap).",
 )
-@click.option("--softmax", type=click.Choice(["reduce", "gather"]), default="reduce", show_default=True)
-@click.option("--partition", type=click.Choice(["contiguous", "strided"]), default="contiguous", show_default=True)
+@click.option("--softmax", type=click.Choice(["reduce", "gather"]), default=default("softmax"), show_default=True)
+@click.option(
+    "--partition", type=click.Choice(["contiguous", "strided"]), default=default("partition"), show_default=True
+)
 @click.option(
     "--recall-every",
     type=click.IntRange(min=0),
-    default=250,
+    default=default("recall_every"),
     show_default=True,
     help="Measure LSH top-k recall every N steps (0: never).",
 )
 @click.option(
     "--recall-points",
     type=click.IntRange(min=1),
-    default=128,
+    default=default("recall_points"),
     show_default=True,
     help="Training inputs in that recall probe.",
 )
 @click.option(
     "--checkpoint-every",
     type=click.IntRange(min=0),
-    default=0,
+    default=default("checkpoint_every"),
     show_default=True,
     help="Steps between checkpoints (0: each epoch).",
 )
 @click.option("--resume", is_flag=True, help="Continue from the latest checkpoint in --out (same settings and data).")
 @click.option("--restart", is_flag=True, help="Start over in --out: remove its checkpoint and run files first.")
-@click.option("--progress/--no-progress", default=True, show_default=True)
+@click.option("--progress/--no-progress", default=default("progress"), show_default=True)
 def train(**opts) -> None:
     """Train a network; under `mpiexec -n P` the neurons of every layer are split across the P ranks."""
     from dslide.comm import Communicator
@@ -281,9 +345,10 @@ def train(**opts) -> None:
         from dslide.config import PRESETS
 
         ctx = click.get_current_context()
-        for key, value in PRESETS[opts["preset"]].items():
-            if ctx.get_parameter_source(key) != click.core.ParameterSource.COMMANDLINE:
-                opts[key] = value
+        for field, value in PRESETS[opts["preset"]].items():
+            option = OPTION_OF_FIELD[field]
+            if ctx.get_parameter_source(option) != click.core.ParameterSource.COMMANDLINE:
+                opts[option] = value
     try:
         _train(comm, **opts)
     except Exception as exc:  # one failing rank must stop the whole job, loudly, not hang the others
@@ -316,7 +381,6 @@ def _data_paths(comm, dataset, data_dir, train_path, test_path, need_test: bool 
 
 
 def _train(comm, train_path, test_path, dataset, data_dir, out_dir, preset, **o) -> None:
-    from dslide.config import LSHConfig, NetworkConfig, SamplingConfig, ScheduleConfig
     from dslide.data.xc_format import load_dataset
     from dslide.train import train as run
 
@@ -332,61 +396,12 @@ def _train(comm, train_path, test_path, dataset, data_dir, out_dir, preset, **o)
     net = NetworkConfig(
         num_features=max(train_ds.num_features, test_ds.num_features),
         num_labels=max(train_ds.num_labels, test_ds.num_labels),
-        hidden=o["hidden"],
-        lsh=LSHConfig(
-            family=o["family"],
-            bits_per_table=o["bits"],
-            num_tables=o["tables"],
-            range_pow=o["range_pow"],
-            bin_size=o["bin_size"],
-            bucket_capacity=o["bucket_capacity"],
-            insertion=o["insertion"],
-            code_layout=o["code_layout"],
-            learned_bits=o["learned_bits"],
-        ),
-        sampling=SamplingConfig(
-            mode=o["sampling"],
-            strategy=o["strategy"],
-            topk=o["topk"],
-            min_hits=o["min_hits"],
-            active_budget=o["active_budget"],
-            min_active=o["min_active"],
-            pad_threshold=o["pad_threshold"],
-            tail=o["tail"],
-            frequent=o["frequent"],
-            weighted_tail=o["weighted_tail"],
-        ),
-        schedule=ScheduleConfig(
-            o["rebuild_first"],
-            o["rebuild_decay"],
-            o["redraw_every"],
-            trigger=o["rebuild_trigger"],
-            drift_threshold=o["drift_threshold"],
-        ),
-        init_scale=o["init_scale"],
-        output_bias=o["output_bias"],
+        lsh=LSHConfig(**config_values(LSHConfig, o)),
+        sampling=SamplingConfig(**config_values(SamplingConfig, o)),
+        schedule=ScheduleConfig(**config_values(ScheduleConfig, o)),
+        **config_values(NetworkConfig, o),
     )
-    cfg = TrainConfig(
-        epochs=o["epochs"],
-        batch_size=o["batch_size"],
-        lr=o["lr"],
-        input_lr=o["input_lr"],
-        adam=o["adam"],
-        threads=o["threads"],
-        seed=o["seed"],
-        max_steps=o["max_steps"],
-        eval_every=o["eval_every"],
-        eval_slice=o["eval_slice"],
-        eval_mode=o["eval_mode"],
-        test_points=o["test_points"],
-        train_eval_points=o["train_eval_points"],
-        softmax=o["softmax"],
-        partition=o["partition"],
-        recall_every=o["recall_every"],
-        recall_points=o["recall_points"],
-        checkpoint_every=o["checkpoint_every"],
-        progress=o["progress"],
-    )
+    cfg = TrainConfig(**config_values(TrainConfig, o))
 
     def report(record: dict) -> None:
         click.echo(
@@ -428,7 +443,7 @@ def inspect(run_dir, train_path, dataset, data_dir, points, as_json) -> None:
 
     from dslide.comm import Communicator
     from dslide.data.xc_format import load_dataset
-    from dslide.lsh.inspect import inspect_checkpoint
+    from dslide.retrieval.inspect_tables import inspect_checkpoint
 
     comm = Communicator()
     train_path, _ = _data_paths(comm, dataset, data_dir, train_path, None, need_test=False)
@@ -463,8 +478,8 @@ def compare(run_dir, train_path, dataset, data_dir, queries, draws, out_path) ->
 
     from dslide.comm import Communicator
     from dslide.data.xc_format import load_dataset
-    from dslide.lsh.compare import compare as compare_families
-    from dslide.lsh.compare import learned_over_dwta, shortlist_over_dwta
+    from dslide.retrieval.compare_families import compare as compare_families
+    from dslide.retrieval.compare_families import learned_over_dwta, shortlist_over_dwta
 
     train_path, _ = _data_paths(Communicator(), dataset, data_dir, train_path, None, need_test=False)
     records = []

@@ -119,7 +119,7 @@ class TrainConfig:
     progress: bool = True
 
 
-# Named presets of `dslide train --preset`: command-line values that replace the defaults (flags given
+# Named presets of `dslide train --preset`, by config field name: values that replace the defaults (flags given
 # explicitly still win). "slide": SLIDE's published Amazon-670K configuration, as its C++ code runs it.
 PRESETS: dict[str, dict[str, Any]] = {
     "slide": {
@@ -128,8 +128,8 @@ PRESETS: dict[str, dict[str, Any]] = {
         "init_scale": 0.01,
         "output_bias": "zero",
         "family": "dwta",
-        "bits": 6,
-        "tables": 50,
+        "bits_per_table": 6,
+        "num_tables": 50,
         "range_pow": 18,
         "bin_size": 8,
         "code_layout": "slide",

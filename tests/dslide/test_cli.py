@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from click.testing import CliRunner
 
-from dslide.cli import main
+from dslide.cli import OPTION_FIELDS, OPTION_OF_FIELD, _hidden, config_values, main
+from dslide.cli import train as train_command
+from dslide.config import PRESETS, LSHConfig, NetworkConfig, SamplingConfig, ScheduleConfig, TrainConfig
 from dslide.data import write_xc
 from dslide.data.synthetic import XCParams, generate
 
@@ -101,3 +105,32 @@ def test_a_checkpoint_of_other_settings_is_refused_by_name_and_restart_starts_ov
     restarted = run_train(files, out, "--restart", "--hidden", "8")
     assert restarted.exit_code == 0, restarted.output
     assert len((out / "metrics.jsonl").read_text().splitlines()) == 1
+
+
+# `dslide train` options that set no config field: where the data and the run live, and what to do with a checkpoint
+NOT_CONFIG = {"train_path", "test_path", "dataset", "data_dir", "out_dir", "preset", "resume", "restart"}
+
+
+def test_every_train_option_takes_its_default_from_the_config_dataclasses():
+    """Defaults are written once (dslide/config.py): each option maps to a field and shows that field's default."""
+    params = {p.name: p for p in train_command.params}
+    assert set(params) - NOT_CONFIG == set(OPTION_FIELDS)
+    for option, (cls, name) in OPTION_FIELDS.items():
+        want = next(f.default for f in dataclasses.fields(cls) if f.name == name)
+        got = params[option].default
+        assert (tuple(int(w) for w in got.split(",")) if option == "hidden" else got) == want, option
+
+
+def test_a_preset_names_config_fields_that_options_set():
+    for preset in PRESETS.values():
+        assert set(preset) <= set(OPTION_OF_FIELD), set(preset) - set(OPTION_OF_FIELD)
+
+
+def test_no_options_give_the_default_configs():
+    options = {p.name: p.default for p in train_command.params if p.name not in NOT_CONFIG}
+    options["hidden"] = _hidden(None, None, options["hidden"])  # as click parses it
+    assert TrainConfig(**config_values(TrainConfig, options)) == TrainConfig()
+    for cls in (LSHConfig, SamplingConfig, ScheduleConfig):
+        assert cls(**config_values(cls, options)) == cls()
+    net = NetworkConfig(num_features=3, num_labels=4, **config_values(NetworkConfig, options))
+    assert net == NetworkConfig(num_features=3, num_labels=4)
