@@ -68,7 +68,7 @@ def test_training_samples_per_second(benchmark, network, data, threads):
 def test_table_rebuild_seconds(benchmark, network):
     numba.set_num_threads(2)
     benchmark.pedantic(
-        network.output.sampler.rebuild, args=(network.output.params.W,), rounds=5, iterations=1, warmup_rounds=1
+        network.output.sampler.index.rebuild, args=(network.output.params.W,), rounds=5, iterations=1, warmup_rounds=1
     )
 
 

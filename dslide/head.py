@@ -13,11 +13,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dslide.adam import Adam
 from dslide.comm import Communicator
 from dslide.config import NetworkConfig, TrainConfig
 from dslide.init import output_bias_prior
 from dslide.kernels.full_softmax import full_softmax_stats
-from dslide.layers import Adam, SampledOutputLayer
+from dslide.layers import SampledOutputLayer
 from dslide.partition import all_owned, global_to_local
 from dslide.sampler import in_rows
 

@@ -9,42 +9,19 @@ Weights, biases, Adam moments, hash functions and hash tables of a neuron live o
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numba
 import numpy as np
 
-from dslide.config import LSHConfig, SamplingConfig, ScheduleConfig, TrainConfig
+from dslide.adam import Adam
+from dslide.config import LSHConfig, SamplingConfig, ScheduleConfig
 from dslide.init import init_columns, init_rows
 from dslide.kernels.adam import adam_dense, adam_rows, group_by_row
 from dslide.kernels.full_softmax import full_softmax_deltas
 from dslide.kernels.sampled_output import output_backward_update, output_logits, softmax_stats
 from dslide.kernels.sparse_input import sparse_input_forward
 from dslide.kernels.topk import sparse_topk
-from dslide.sampler import ActiveSet, OutputSampler, top_logits
-
-
-@dataclass
-class Adam:
-    lr: float
-    beta1: float
-    beta2: float
-    eps: float
-    lazy: bool  # update only rows touched in the batch
-
-    @classmethod
-    def from_config(cls, cfg: TrainConfig) -> Adam:
-        return cls(cfg.lr, cfg.beta1, cfg.beta2, cfg.eps, cfg.adam == "lazy")
-
-    def dense(self, w: np.ndarray, m: np.ndarray, v: np.ndarray, g: np.ndarray, step: int) -> None:
-        """Adam on a whole (small) parameter, in numpy."""
-        m *= self.beta1
-        m += (1 - self.beta1) * g
-        v *= self.beta2
-        v += (1 - self.beta2) * g * g
-        c1 = 1 - self.beta1**step
-        c2 = 1 - self.beta2**step
-        w -= (self.lr * (m / c1) / (np.sqrt(v / c2) + self.eps)).astype(w.dtype)
+from dslide.sampler import ActiveSet, OutputSampler
+from dslide.top_logits import top_logits
 
 
 class RowParams:
@@ -211,7 +188,7 @@ class SampledOutputLayer:
 
     @property
     def tables(self):
-        return self.sampler.tables
+        return self.sampler.index.tables if self.sampler.index is not None else None
 
     def maybe_refresh(self, step: int) -> None:
         self.sampler.maybe_refresh(step, self.params.W, self.bias.b)

@@ -17,11 +17,12 @@ from typing import Any
 import numpy as np
 
 from dslide import checkpoint
+from dslide.adam import Adam
 from dslide.comm import Communicator
 from dslide.config import NetworkConfig, TrainConfig, network_from_dict, train_from_dict
 from dslide.head import OutputHead
 from dslide.init import layer_scales
-from dslide.layers import Adam, DenseHiddenLayer, SparseInputLayer
+from dslide.layers import DenseHiddenLayer, SparseInputLayer
 from dslide.partition import all_owned
 
 

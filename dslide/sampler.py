@@ -1,9 +1,10 @@
 """Which output neurons are active for each sample: labels, the frequent neurons (the commonest training labels),
 the neurons LSH retrieves, then uniform padding.
 
-One OutputSampler per rank, over the neurons that rank owns. It holds the hash family, the tables and their
-rebuild schedule, and counts what it does (SamplingStats), so a run can show whether the tables really find
-the neurons that matter or whether the active set is mostly padding.
+One OutputSampler per rank, over the neurons that rank owns. It asks the rank's hash tables (dslide/lsh/index.py:
+they and their rebuilds, redraws and fits live there) which neurons each input's buckets hold, and counts what it
+selects (SamplingStats), so a run can show whether the tables really find the neurons that matter or whether the
+active set is mostly padding.
 
 Modes: "lsh" (SLIDE), "uniform" (no tables: labels + uniform padding, the control that shows what LSH adds),
 "dense" (every neuron: the full softmax), "exact" (the exact top-k logits in place of the tables: what perfect
@@ -13,7 +14,6 @@ retrieval would return, the yardstick for any hash family; it costs a full matri
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass, field, replace
 
 import numba
@@ -22,16 +22,10 @@ import numpy as np
 from dslide.config import LSHConfig, SamplingConfig, ScheduleConfig, auto_bits
 from dslide.kernels.adam import group_by_row
 from dslide.kernels.sampling import active_upper_bounds, compact, select_active
-from dslide.kernels.topk import merge_topk, row_topk_ids
+from dslide.lsh.index import NeuronIndex
+from dslide.top_logits import exact_buckets
 
 STATS_SAMPLES_PER_STEP = 16  # per-sample retrieval counts kept for quantiles: the first 16 samples of a batch
-# A learned hash family (dslide/lsh/learned.py) is fitted on the latest FIT_QUERIES training inputs (the first
-# QUERIES_PER_STEP of every batch) paired with the FIT_POSITIVES neurons of this rank that give each the largest
-# logits, the always-active frequent neurons left out: those are the neurons the tables must find.
-FIT_QUERIES = 256
-QUERIES_PER_STEP = 8
-FIT_POSITIVES = 5
-FIRST_FIT_ITERS, REFIT_ITERS = 200, 50
 
 
 @dataclass
@@ -63,13 +57,6 @@ class SamplingStats:
     retrieved_sample: list[np.ndarray] = field(default_factory=list)  # labels + retrieved of the first samples
     # (SLIDE's counter: the frequent neurons are left out, so the figure is what the tables return)
     active_sample: list[np.ndarray] = field(default_factory=list)  # active neurons of the same samples
-    rebuilds: int = 0
-    rebuild_seconds: float = 0.0
-    drift_seconds: float = 0.0  # spent measuring the weights' drift (trigger "drift")
-    fits: int = 0  # fits of a learned hash family
-    fits_rejected: int = 0  # ... that kept the current functions (no step did better on held-out inputs)
-    fit_seconds: float = 0.0  # spent on them (finding the positives included; the rebuild after is not)
-    buckets: dict[str, float] = field(default_factory=dict)  # occupancy after the latest rebuild
 
     def add(self, head: np.ndarray, fixed: np.ndarray, n_lab: np.ndarray, count: np.ndarray) -> None:
         self.samples += len(head)
@@ -80,20 +67,6 @@ class SamplingStats:
         retrieved = head - fixed + n_lab
         self.retrieved_sample.append(retrieved[:STATS_SAMPLES_PER_STEP].astype(np.int32))
         self.active_sample.append(count[:STATS_SAMPLES_PER_STEP].astype(np.int32))
-
-
-def bucket_occupancy(offsets: np.ndarray, num_neurons: int, capacity: int) -> dict[str, float]:
-    """Sizes of the non-empty buckets (mean, p95), the share of them at capacity and of neurons dropped."""
-    sizes = np.diff(offsets, axis=1).ravel()
-    used = sizes[sizes > 0]
-    kept = int(offsets[:, -1].sum())
-    total = num_neurons * offsets.shape[0]
-    return {
-        "bucket_fill_mean": float(used.mean()) if len(used) else 0.0,
-        "bucket_fill_p95": float(np.percentile(used, 95)) if len(used) else 0.0,
-        "buckets_full_share": float((used >= capacity).mean()) if len(used) else 0.0,
-        "neurons_dropped_share": 1.0 - kept / total if total else 0.0,
-    }
 
 
 class OutputSampler:
@@ -124,12 +97,11 @@ class OutputSampler:
         self.hash_seed = hash_seed
         self.redraws = 0
         self.stats = SamplingStats()
-        self.family = self.tables = self.schedule = self.drift = None
+        self.in_dim = in_dim
+        self.index: NeuronIndex | None = None  # the hash tables (mode "lsh"; init_tables builds them)
         self.marks = np.zeros((numba.get_num_threads(), n), dtype=np.int32)
         self.slot = np.full(n, -1, dtype=np.int32)
         self.frequent = np.zeros(0, dtype=np.int32)
-        self.queries = np.zeros((FIT_QUERIES, in_dim), dtype=np.float32)  # ring buffer for a learned family
-        self.queries_seen = 0
 
     def set_frequent(self, label_counts: np.ndarray, owned: np.ndarray) -> None:
         """The cfg.frequent commonest labels over all ranks (ties by id); this rank keeps those it owns."""
@@ -149,10 +121,6 @@ class OutputSampler:
         """Whether a head of neurons is retrieved per input (from the tables or, mode "exact", by exact logits)."""
         return self.cfg.mode in ("lsh", "exact")
 
-    @property
-    def learns_hashes(self) -> bool:
-        return self.family is not None and hasattr(self.family, "fit")
-
     def resolved_lsh(self) -> LSHConfig:
         """The hash configuration with K chosen where it is None (auto_bits of every rank's neurons together, aimed
         at the active set's floor): each rank's tables then return its share of the same total."""
@@ -165,81 +133,14 @@ class OutputSampler:
         """Hash functions and the first tables, from the initial weights (LSH mode only)."""
         if not self.uses_tables:
             return
-        from dslide.lsh import make_family
-        from dslide.lsh.drift import DriftMonitor
-        from dslide.lsh.schedule import RebuildSchedule
-        from dslide.lsh.tables import LSHTables
-
-        self.family = make_family(self.resolved_lsh(), weights.shape[1], self.hash_seed)
-        cfg = self.lsh_cfg
-        self.tables = LSHTables(cfg.num_tables, cfg.range_pow, cfg.bucket_capacity, cfg.insertion)
-        self.schedule = RebuildSchedule(self.schedule_cfg)
-        sc = self.schedule_cfg
-        if sc.trigger == "drift":
-            self.drift = DriftMonitor(self.n, sc.drift_rows, sc.drift_threshold, sc.drift_check_every, self.hash_seed)
-        elif sc.trigger != "fixed":
-            raise ValueError(f"rebuild trigger must be 'fixed' or 'drift', got {sc.trigger!r}")
-        self.rebuild(weights)
-
-    # -- tables ----------------------------------------------------------------------------------------
-
-    def rebuild(self, weights: np.ndarray) -> None:
-        """Re-hash every neuron's weight vector into fresh tables (a fitted learned family's bit thresholds are
-        first re-centred on the current weights and inputs, so buckets stay balanced as the weights move)."""
-        t0 = time.perf_counter()
-        if self.learns_hashes and self.family.fits > 0 and self.queries_seen > 0:
-            stride = max(1, len(weights) // 16384)
-            self.family.set_thresholds(self.queries[: min(self.queries_seen, FIT_QUERIES)], weights[::stride])
-        self.tables.rebuild(self.family, weights, self.hash_seed + self.redraws)
-        self.stats.rebuild_seconds += time.perf_counter() - t0
-        self.stats.rebuilds += 1
-        self.stats.buckets = bucket_occupancy(self.tables.offsets, self.n, self.lsh_cfg.bucket_capacity)
-        if self.drift is not None:
-            self.drift.rebuilt(self.family, weights)
+        self.index = NeuronIndex(self.n, self.in_dim, self.resolved_lsh(), self.schedule_cfg, self.hash_seed)
+        self.index.rebuild(weights)
 
     def maybe_refresh(self, step: int, weights: np.ndarray, bias: np.ndarray | None = None) -> None:
-        """New hash functions every M steps; table rebuilds on SLIDE's schedule (growing intervals) or when the
-        weights have drifted (trigger "drift"). A learned family is fitted instead of redrawn, and once more at
-        the first rebuild step N0 (its random start is a poor SimHash); bias: this rank's output biases."""
-        if self.schedule is None or step == 0:
-            return
-        if self.learns_hashes and (step == self.schedule_cfg.rebuild_first or self.schedule.should_redraw(step)):
-            self.fit_family(weights, bias, step)
-            self.rebuild(weights)
-        elif self.schedule.should_redraw(step):
-            self.redraws += 1
-            self.family.redraw(self.hash_seed + 104_729 * self.redraws)
-            self.rebuild(weights)
-        elif self.drift is not None:
-            t0 = time.perf_counter()
-            rebuild = self.drift.should_rebuild(step, self.family, weights)
-            self.stats.drift_seconds += time.perf_counter() - t0
-            if rebuild:
-                self.rebuild(weights)
-        elif self.schedule.should_rebuild(step):
-            self.rebuild(weights)
-
-    # -- learned hash functions ------------------------------------------------------------------------
-
-    def _remember(self, h: np.ndarray) -> None:
-        """Keep the first inputs of a training batch in the ring buffer a learned family is fitted on."""
-        for row in h[:QUERIES_PER_STEP]:
-            self.queries[self.queries_seen % FIT_QUERIES] = row
-            self.queries_seen += 1
-
-    def fit_family(self, weights: np.ndarray, bias: np.ndarray | None, step: int) -> None:
-        """Fit the learned family on the buffered inputs and their largest-logit neurons (none: keep it)."""
-        n = min(self.queries_seen, FIT_QUERIES)
-        if n == 0:
-            return
-        t0 = time.perf_counter()
-        queries = self.queries[:n]
-        _, positives = top_logits(queries, weights, bias, FIT_POSITIVES, exclude=self.frequent)
-        iters = FIRST_FIT_ITERS if self.family.fits == 0 else REFIT_ITERS  # later fits start from the last one
-        fit = self.family.fit(queries, positives, weights, seed=(self.hash_seed * 7919 + step) % (2**63), iters=iters)
-        self.stats.fit_seconds += time.perf_counter() - t0
-        self.stats.fits += 1
-        self.stats.fits_rejected += not fit["kept"]
+        """The tables' rebuilds, redraws and fits due at this step (dslide/lsh/index.py); bias: this rank's output
+        biases (a learned family is fitted to the neurons of largest logits, the frequent ones left out)."""
+        if self.index is not None:
+            self.index.maybe_refresh(step, weights, bias, self.frequent)
 
     # -- selection -------------------------------------------------------------------------------------
 
@@ -249,9 +150,9 @@ class OutputSampler:
         """(codes, offsets, ids) for select_active: each sample's bucket in each table, and the tables."""
         if self.cfg.mode == "exact":  # the frequent neurons are active anyway: rank the others
             return exact_buckets(h, weights, bias, self.topk, frequent)
-        if self.tables is None:
+        if self.index is None:
             return np.zeros((h.shape[0], 0), np.int32), np.zeros((0, 2), np.int32), np.zeros((0, 0), np.int32)
-        return self.family.hash_queries(h), self.tables.offsets, self.tables.ids
+        return self.index.lookup(h)
 
     def select(
         self,
@@ -296,8 +197,8 @@ class OutputSampler:
         n_lab = np.diff(lab_ptr)
         if record:
             self.stats.add(head, fixed, n_lab, count)
-            if self.learns_hashes:
-                self._remember(h)
+            if self.index is not None:
+                self.index.remember(h)
         samples = np.repeat(np.arange(len(count), dtype=np.int32), count)
         wt = np.ones(len(act_ids), dtype=np.float32)
         n_pad = count - head
@@ -309,37 +210,21 @@ class OutputSampler:
         return ActiveSet(ptr, act_ids, n_lab, head, fixed, wt, samples, rows, rptr, perm)
 
     def reset_stats(self) -> SamplingStats:
-        old, self.stats = self.stats, SamplingStats(buckets=dict(self.stats.buckets))
+        old, self.stats = self.stats, SamplingStats()
         return old
 
     # -- checkpoints -----------------------------------------------------------------------------------
 
     def state(self, prefix: str) -> dict[str, np.ndarray]:
-        out = {f"{prefix}redraws": np.array(self.redraws), f"{prefix}frequent": self.frequent}
-        if self.learns_hashes:
-            out[f"{prefix}fit.queries"] = self.queries
-            out[f"{prefix}fit.queries_seen"] = np.array(self.queries_seen)
-        if self.tables is not None:
-            out.update({f"{prefix}family.{k}": v for k, v in self.family.state().items()})
-            out[f"{prefix}tables.offsets"] = self.tables.offsets
-            out[f"{prefix}tables.ids"] = self.tables.ids
-        if self.drift is not None:
-            out.update({f"{prefix}drift.{k}": v for k, v in self.drift.state().items()})
+        out = {f"{prefix}redraws": np.array(0), f"{prefix}frequent": self.frequent}
+        if self.index is not None:
+            out.update(self.index.state(prefix))
         return out
 
     def load_state(self, prefix: str, state: dict[str, np.ndarray]) -> None:
-        self.redraws = int(state[f"{prefix}redraws"])
         self.frequent = np.ascontiguousarray(state.get(f"{prefix}frequent", self.frequent), dtype=np.int32)
-        if self.tables is not None:
-            fam = f"{prefix}family."
-            self.family.load_state({k[len(fam) :]: state[k] for k in state if k.startswith(fam)})
-            self.tables.offsets = np.ascontiguousarray(state[f"{prefix}tables.offsets"])
-            self.tables.ids = np.ascontiguousarray(state[f"{prefix}tables.ids"])
-        if self.drift is not None:
-            self.drift.load_state({k: state[f"{prefix}drift.{k}"] for k in ("reference", "last")})
-        if self.learns_hashes:
-            self.queries = np.ascontiguousarray(state[f"{prefix}fit.queries"], dtype=np.float32)
-            self.queries_seen = int(state[f"{prefix}fit.queries_seen"])
+        if self.index is not None:
+            self.index.load_state(prefix, state)
 
 
 def in_rows(ptr: np.ndarray, ids: np.ndarray, items: np.ndarray, n: int) -> np.ndarray:
@@ -348,48 +233,3 @@ def in_rows(ptr: np.ndarray, ids: np.ndarray, items: np.ndarray, n: int) -> np.n
     have = np.repeat(np.arange(len(ptr) - 1, dtype=np.int64), np.diff(ptr)) * n + ids
     want = np.arange(items.shape[0], dtype=np.int64)[:, None] * n + items
     return (items >= 0) & np.isin(want, have)
-
-
-def exact_buckets(
-    h: np.ndarray, weights: np.ndarray, bias: np.ndarray | None, k: int, exclude: np.ndarray, rows: int = 128
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Mode "exact" as one table with a bucket per sample: (codes, offsets, ids) whose bucket b holds the k
-    neurons with the largest logits h[b] @ W.T + bias, the excluded (always-active) ones left out."""
-    B = h.shape[0]
-    k = max(0, min(k, weights.shape[0] - len(exclude)))
-    ids = np.empty((B, k), dtype=np.int64)
-    for start in range(0, B, rows):  # a batch larger than `rows` holds a (rows, N) block of logits, not (B, N)
-        block = h[start : start + rows] @ weights.T
-        if bias is not None:
-            block += bias
-        block[:, exclude] = -np.inf
-        if k:
-            row_topk_ids(block, k, ids[start : start + rows])
-    codes = np.arange(B, dtype=np.int32)[:, None]
-    offsets = (np.arange(B + 1, dtype=np.int32) * k)[None, :]
-    return codes, offsets, ids.astype(np.int32).reshape(1, -1)
-
-
-def top_logits(
-    h: np.ndarray, weights: np.ndarray, bias: np.ndarray | None, k: int, exclude: np.ndarray | None = None,
-    chunk: int = 32768,
-) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
-    """(scores, rows) float32/int64 (B, k): the rows of weights with the largest logits h @ W.T + bias for each row
-    of h, best first, leaving out the rows in exclude (-inf / -1 where fewer remain); matrix products over chunks
-    of rows."""
-    B = h.shape[0]
-    k = min(k, weights.shape[0])
-    scores = np.full((B, k), -np.inf, dtype=np.float32)
-    ids = np.full((B, k), -1, dtype=np.int64)
-    skip = None
-    if exclude is not None and len(exclude):
-        skip = np.zeros(weights.shape[0], dtype=bool)
-        skip[exclude] = True
-    for start in range(0, weights.shape[0], chunk):
-        block = h @ weights[start : start + chunk].T
-        if bias is not None:
-            block += bias[start : start + chunk]
-        if skip is not None:
-            block[:, skip[start : start + chunk]] = -np.inf
-        merge_topk(scores, ids, np.ascontiguousarray(block, dtype=np.float32), start)
-    return scores, ids

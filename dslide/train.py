@@ -24,6 +24,7 @@ from dslide.comm import Communicator
 from dslide.config import NetworkConfig, TrainConfig, to_dict
 from dslide.data.batching import batches, num_batches
 from dslide.data.dataset import SparseDataset
+from dslide.lsh.index import IndexStats
 from dslide.metrics import precision_at_k
 from dslide.network import Batch, Network
 
@@ -340,6 +341,7 @@ def _sampling_record(net: Network, comm: Communicator) -> dict[str, Any]:
     """
     sampler = net.output.sampler
     s = sampler.reset_stats()
+    index = sampler.index.reset_stats() if sampler.index is not None else IndexStats()
     heads = np.zeros(0, np.int64)
     if net.output.sampler.retrieves and s.retrieved_sample:  # uniform or dense runs retrieve nothing
         heads = comm.allreduce(np.concatenate(s.retrieved_sample).astype(np.int64))
@@ -359,16 +361,16 @@ def _sampling_record(net: Network, comm: Communicator) -> dict[str, Any]:
         "frequent_share": parts[1] / total,
         "lsh_share": parts[2] / total,
         "padding_share": parts[3] / total,
-        "rebuilds": int(comm.max_scalar(s.rebuilds)),
-        "rebuild_time_s": comm.max_scalar(s.rebuild_seconds),
-        "drift_check_time_s": comm.max_scalar(s.drift_seconds),
-        "hash_fits": int(comm.max_scalar(s.fits)),
-        "hash_fits_rejected": int(comm.max_scalar(s.fits_rejected)),
-        "hash_fit_time_s": comm.max_scalar(s.fit_seconds),
+        "rebuilds": int(comm.max_scalar(index.rebuilds)),
+        "rebuild_time_s": comm.max_scalar(index.rebuild_seconds),
+        "drift_check_time_s": comm.max_scalar(index.drift_seconds),
+        "hash_fits": int(comm.max_scalar(index.fits)),
+        "hash_fits_rejected": int(comm.max_scalar(index.fits_rejected)),
+        "hash_fit_time_s": comm.max_scalar(index.fit_seconds),
     }
-    if net.output.sampler.drift is not None:  # the latest drift measured, mean over ranks
-        out["lsh_drift"] = comm.sum_scalar(net.output.sampler.drift.last) / comm.size
-    for key, value in s.buckets.items():
+    if sampler.index is not None and sampler.index.drift is not None:  # the latest drift measured, mean over ranks
+        out["lsh_drift"] = comm.sum_scalar(sampler.index.drift.last) / comm.size
+    for key, value in index.buckets.items():
         out[key] = comm.sum_scalar(value) / comm.size
     return out
 

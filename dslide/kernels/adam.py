@@ -11,6 +11,8 @@ import math
 
 import numba
 import numpy as np
+from numba import types
+from numba.extending import overload
 
 
 @numba.njit(cache=True)
@@ -56,6 +58,39 @@ def group_by_row(
     return rows, ptr, perm
 
 
+def in_type_of(x, ref):
+    """x in ref's floating-point type: in numba, float32 stays float32 (literals and math.sqrt give float64)."""
+    return type(ref)(x)
+
+
+@overload(in_type_of, inline="always")
+def _in_type_of(x, ref):
+    if ref == types.float32:
+        return lambda x, ref: np.float32(x)
+    return lambda x, ref: x
+
+
+@numba.njit(inline="always", fastmath=True, cache=True)
+def adam_entry(w, m, v, r, g, lr, beta1, beta2, eps, c1, c2) -> None:
+    """One Adam update of entry r of a flat parameter, given its gradient g and the bias corrections c1, c2: the one
+    place the engine's kernels write Adam. It computes in the type of the caller's constants (float32 or float64).
+    Inlined into other modules' kernels: numba's on-disk cache of those checks only their own file, so after
+    editing this one delete dslide/kernels/__pycache__/*.nb[ic]."""
+    one = in_type_of(1.0, c1)
+    mk = beta1 * m[r] + (one - beta1) * g
+    vk = beta2 * v[r] + (one - beta2) * g * g
+    m[r] = mk
+    v[r] = vk
+    w[r] -= lr * (mk / c1) / (in_type_of(math.sqrt(vk / c2), c2) + eps)
+
+
+@numba.njit(inline="always", fastmath=True, cache=True)
+def adam_row(W, m, v, r, g, lr, beta1, beta2, eps, c1, c2) -> None:
+    """adam_entry on every entry of row r of a matrix, given the row's gradient g (float32 or float64 constants)."""
+    for k in range(W.shape[1]):
+        adam_entry(W, m, v, (r, k), g[k], lr, beta1, beta2, eps, c1, c2)
+
+
 @numba.njit(parallel=True, fastmath=True, cache=True)
 def adam_rows(
     W: np.ndarray,
@@ -93,23 +128,7 @@ def adam_rows(
                 for k in range(D):
                     g[k] += c * vecs[s, k]
             coef_sum[u] = cs
-            r = rows[u]
-            for k in range(D):
-                mk = beta1 * m[r, k] + (1.0 - beta1) * g[k]
-                vk = beta2 * v[r, k] + (1.0 - beta2) * g[k] * g[k]
-                m[r, k] = mk
-                v[r, k] = vk
-                W[r, k] -= lr * (mk / c1) / (math.sqrt(vk / c2) + eps)
-
-
-@numba.njit(inline="always", fastmath=True, cache=True)
-def adam_entry(w, m, v, r, g, lr, beta1, beta2, eps, c1, c2) -> None:
-    """One Adam update of entry r of a flat parameter, given its gradient g and the bias corrections c1, c2."""
-    mk = beta1 * m[r] + (1.0 - beta1) * g
-    vk = beta2 * v[r] + (1.0 - beta2) * g * g
-    m[r] = mk
-    v[r] = vk
-    w[r] -= lr * (mk / c1) / (math.sqrt(vk / c2) + eps)
+            adam_row(W, m, v, rows[u], g, lr, beta1, beta2, eps, c1, c2)
 
 
 @numba.njit(parallel=True, fastmath=True, cache=True)

@@ -18,6 +18,8 @@ import math
 import numba
 import numpy as np
 
+from dslide.kernels.adam import adam_entry, adam_row
+
 
 @numba.njit(parallel=True, fastmath=True, cache=True)
 def output_logits(
@@ -110,7 +112,6 @@ def output_backward_update(
     H = W.shape[1]
     b1 = np.float32(beta1)
     b2 = np.float32(beta2)
-    one = np.float32(1.0)
     c1 = np.float32(1.0 - beta1**step)
     c2 = np.float32(1.0 - beta2**step)
     lr32 = np.float32(lr)
@@ -139,14 +140,5 @@ def output_backward_update(
                 for k in range(H):
                     g[k] += d * h[b, k]
                     dh[b, k] += d * W[r, k]
-            for k in range(H):
-                mk = b1 * m[r, k] + (one - b1) * g[k]
-                vk = b2 * v[r, k] + (one - b2) * g[k] * g[k]
-                m[r, k] = mk
-                v[r, k] = vk
-                W[r, k] -= lr32 * (mk / c1) / (np.float32(math.sqrt(vk / c2)) + eps32)
-            mb = b1 * bm[r] + (one - b1) * gb
-            vb = b2 * bv[r] + (one - b2) * gb * gb
-            bm[r] = mb
-            bv[r] = vb
-            bias[r] -= lr32 * (mb / c1) / (np.float32(math.sqrt(vb / c2)) + eps32)
+            adam_row(W, m, v, r, g, lr32, b1, b2, eps32, c1, c2)
+            adam_entry(bias, bm, bv, r, gb, lr32, b1, b2, eps32, c1, c2)

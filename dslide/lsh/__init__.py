@@ -1,7 +1,8 @@
 """Locality-sensitive hashing: one module per hash family, plus the tables and their rebuild schedule.
 
 The tables (tables.py) only ever see int32 codes, so a new family needs just the HashFamily protocol
-(family.py) and a branch in make_family. learned.py is data-dependent: the sampler fits it (dslide/sampler.py).
+(family.py) and a branch in make_family. index.py holds a rank's tables and decides when they are rebuilt,
+redrawn or (learned.py, data-dependent) refitted.
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from dslide.adam import Adam
 from dslide.kernels.hashing import sampled_bit_codes
 from dslide.lsh._params import as_rows, check_shape, rng
 
@@ -115,6 +116,7 @@ class LearnedHash:
         best_lift, best_step = lift_before, 0
         pq, pw = self.proj_query.copy(), self.proj_neuron.copy()
         moments = [np.zeros_like(pq), np.zeros_like(pq), np.zeros_like(pw), np.zeros_like(pw)]
+        adam = Adam(lr)
         agree_pos = agree_neg = 0.0
         for it in range(1, iters + 1):
             qi = gen.integers(0, len(queries), batch)
@@ -127,8 +129,8 @@ class LearnedHash:
             _, grad_q, grad_w, a_pos, a_neg = soft_bit_loss(
                 pq, pw, q, wp, wn, centres, scales, tau, neg_weight, decorrelation
             )
-            _adam(pq, grad_q, moments[0], moments[1], lr, it)
-            _adam(pw, grad_w, moments[2], moments[3], lr, it)
+            adam.dense(pq, moments[0], moments[1], grad_q, it)
+            adam.dense(pw, moments[2], moments[3], grad_w, it)
             agree_pos, agree_neg = a_pos, a_neg
             if (n_check and it % check_every == 0) or it == iters:  # without held-out inputs: the last step only
                 score, functions = candidate(pq, pw)
@@ -211,11 +213,3 @@ def soft_bit_loss(
     grad_q = (g_uq / sdq).T @ q
     grad_w = (g_up / sdw).T @ wp + (g_un / sdw).T @ wn
     return float(loss), grad_q, grad_w, float(a_pos.mean()), float(a_neg.mean())
-
-
-def _adam(p: np.ndarray, g: np.ndarray, m: np.ndarray, v: np.ndarray, lr: float, t: int) -> None:
-    m *= 0.9
-    m += 0.1 * g
-    v *= 0.999
-    v += 0.001 * g * g
-    p -= lr * (m / (1 - 0.9**t)) / (np.sqrt(v / (1 - 0.999**t)) + 1e-8)

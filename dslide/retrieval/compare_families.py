@@ -29,9 +29,11 @@ from dslide.data.dataset import SparseDataset
 from dslide.kernels.sampling import active_upper_bounds, compact, select_active
 from dslide.lsh import make_family
 from dslide.lsh.family import HashFamily
+from dslide.lsh.index import FIT_QUERIES
 from dslide.lsh.tables import LSHTables
 from dslide.network import Batch, Network
-from dslide.sampler import FIT_QUERIES, in_rows, top_logits
+from dslide.sampler import in_rows
+from dslide.top_logits import top_logits
 
 # (family, code layout, K values): DWTA as the engine runs it and as SLIDE's C++ builds its bucket ids, the
 # learned family, and its unfitted start (balanced random bits) as the control for what fitting adds

@@ -10,8 +10,8 @@ import numpy as np
 
 from dslide.comm import Communicator
 from dslide.data.dataset import SparseDataset
+from dslide.lsh.index import bucket_occupancy
 from dslide.network import Batch, Network
-from dslide.sampler import bucket_occupancy
 
 
 def inspect_checkpoint(run_dir: Path, train_ds: SparseDataset, points: int, comm: Communicator) -> dict[str, Any]:

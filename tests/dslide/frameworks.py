@@ -103,15 +103,19 @@ def reference_selection(
     assert len(frequent) == min(cfg.frequent, np.count_nonzero(counts))
     if len(frequent):  # a top-`frequent` set by count (ties at the boundary either way)
         assert counts[frequent].min() >= np.delete(counts, frequent).max()
-    if sampler.tables is not None:
-        codes, offsets, ids = sampler.family.hash_queries(h), sampler.tables.offsets, sampler.tables.ids
+    if sampler.index is not None:
+        codes, offsets, ids = (
+            sampler.index.family.hash_queries(h),
+            sampler.index.tables.offsets,
+            sampler.index.tables.ids,
+        )
     engine = sampler.select(h, lab_ptr, lab_ids, layer.step, record=False)
     weights = []
     for i in range(h.shape[0]):
         labels = list(dict.fromkeys(lab_ids[lab_ptr[i] : lab_ptr[i + 1]].tolist()))
         fixed = labels + [j for j in frequent.tolist() if j not in labels]
         retrieved: set[int] = set()
-        if sampler.tables is not None:
+        if sampler.index is not None:
             for t in range(codes.shape[1]):
                 retrieved.update(ids[t, offsets[t, codes[i, t]] : offsets[t, codes[i, t] + 1]].tolist())
         head = set(fixed) | retrieved

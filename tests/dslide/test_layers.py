@@ -6,8 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from dslide.adam import Adam
 from dslide.config import LSHConfig, SamplingConfig, ScheduleConfig
-from dslide.layers import Adam, DenseHiddenLayer, RowParams, SampledOutputLayer, SparseInputLayer
+from dslide.layers import DenseHiddenLayer, RowParams, SampledOutputLayer, SparseInputLayer
 from tests.dslide import reference
 
 

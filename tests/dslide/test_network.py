@@ -125,7 +125,7 @@ def test_retrieval_recall_matches_a_brute_force_reference():
     h = np.maximum(x @ layer.params.W.astype(np.float64) + layer.bias.b, 0).astype(np.float32)
     logits = h.astype(np.float64) @ net.output.params.W.T.astype(np.float64) + net.output.bias.b
     top = np.argsort(-logits, axis=1, kind="stable")
-    codes = net.output.sampler.family.hash(h)
+    codes = net.output.sampler.index.family.hash(h)
     tables = net.output.tables
     retrieved = [
         set(np.concatenate([tables.bucket(t, codes[b, t]) for t in range(lsh.num_tables)]).tolist()) for b in range(64)

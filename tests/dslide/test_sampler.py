@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from dslide.config import LSHConfig, SamplingConfig, ScheduleConfig
-from dslide.sampler import OutputSampler, bucket_occupancy
+from dslide.sampler import OutputSampler
 
 
 def sampler(n: int, mode: str = "uniform", **sampling) -> OutputSampler:
@@ -64,19 +64,10 @@ def test_stats_count_labels_retrieved_and_padding():
     assert st.samples == B and st.labels == 3 * B
     assert st.labels + st.retrieved + st.padding == len(act.ids)
     assert st.retrieved == int((act.head - 3).sum()) > 0
-    assert st.rebuilds == 1 and st.buckets["bucket_fill_mean"] > 0
+    assert s.index.stats.rebuilds == 1 and s.index.stats.buckets["bucket_fill_mean"] > 0
     s.select(h, lab_ptr, lab_ids, 0, record=False)
     assert s.stats.samples == B
     assert s.reset_stats().samples == B and s.stats.samples == 0
-
-
-def test_bucket_occupancy():
-    # two tables of four buckets: sizes [3, 0, 1, 0] and [2, 2, 0, 0]; capacity 2; 4 neurons
-    offsets = np.array([[0, 3, 3, 4, 4], [0, 2, 4, 4, 4]], dtype=np.int32)
-    occ = bucket_occupancy(offsets, 4, 2)
-    assert occ["bucket_fill_mean"] == 2.0
-    assert occ["buckets_full_share"] == 0.75
-    assert occ["neurons_dropped_share"] == 0.0
 
 
 def test_exact_mode_retrieves_the_largest_logits_after_the_labels_and_frequent_neurons():

@@ -41,22 +41,22 @@ def test_drift_is_the_share_of_changed_buckets():
     assert monitor.drift(family, untouched) == 0.0
 
 
-def test_the_sampler_rebuilds_only_when_the_weights_drift_and_only_on_check_steps():
+def test_the_tables_are_rebuilt_only_when_the_weights_drift_and_only_on_check_steps():
     s = sampler()
     W = weights()
     s.init_tables(W)
-    assert s.stats.rebuilds == 1
+    assert s.index.stats.rebuilds == 1
     for step in range(1, 101):  # unchanged weights: no rebuild, whatever the fixed schedule would do
         s.maybe_refresh(step, W)
-    assert s.stats.rebuilds == 1
+    assert s.index.stats.rebuilds == 1
     W += np.random.default_rng(1).normal(0, 0.5, W.shape).astype(np.float32)  # a large move
     s.maybe_refresh(101, W)
-    assert s.stats.rebuilds == 1  # not a check step
+    assert s.index.stats.rebuilds == 1  # not a check step
     s.maybe_refresh(110, W)
-    assert s.stats.rebuilds == 2 and s.drift.last == 0.0  # rebuilt: the new buckets are the reference
+    assert s.index.stats.rebuilds == 2 and s.index.drift.last == 0.0  # rebuilt: the new buckets are the reference
     s.maybe_refresh(120, W)
-    assert s.stats.rebuilds == 2
-    assert s.stats.drift_seconds > 0
+    assert s.index.stats.rebuilds == 2
+    assert s.index.stats.drift_seconds > 0
 
 
 def test_fixed_trigger_keeps_slides_schedule():
@@ -65,7 +65,7 @@ def test_fixed_trigger_keeps_slides_schedule():
     s.init_tables(W)
     for step in range(1, 101):
         s.maybe_refresh(step, W)
-    assert s.stats.rebuilds == 3 and s.drift is None  # at init, step 50 and step 100
+    assert s.index.stats.rebuilds == 3 and s.index.drift is None  # at init, step 50 and step 100
 
 
 def test_checkpoint_restores_the_reference():
@@ -75,7 +75,7 @@ def test_checkpoint_restores_the_reference():
     b.init_tables(weights(5))  # another reference
     b.load_state("output.", a.state("output."))
     moved = W + np.random.default_rng(2).normal(0, 0.05, W.shape).astype(np.float32)
-    assert a.drift.drift(a.family, moved) == b.drift.drift(b.family, moved) > 0
+    assert a.index.drift.drift(a.index.family, moved) == b.index.drift.drift(b.index.family, moved) > 0
 
 
 def test_bad_settings_are_named():

@@ -8,7 +8,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from dslide.lsh.compare import dwta_at, learned_over_dwta, popular_first, shortlist_over_dwta
+from dslide.retrieval.compare_families import dwta_at, learned_over_dwta, popular_first, shortlist_over_dwta
 from tests.dslide.test_train import dslide_exe, env, files, train_cmd  # noqa: F401 (files is a fixture)
 
 

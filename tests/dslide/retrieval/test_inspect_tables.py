@@ -11,8 +11,8 @@ from dslide.cli import main
 from dslide.comm import Communicator
 from dslide.data import write_xc
 from dslide.data.synthetic import XCParams, generate
-from dslide.lsh.inspect import inspect_checkpoint
 from dslide.network import Batch, Network
+from dslide.retrieval.inspect_tables import inspect_checkpoint
 
 CAPACITY = 6
 
@@ -44,7 +44,7 @@ def brute_force(run, train):
     _, full = net._hidden_forward(batch)
     h = full[-1]
     out = net.output
-    codes = out.sampler.family.hash_queries(h)
+    codes = out.sampler.index.family.hash_queries(h)
     L = codes.shape[1]
     union = [set().union(*(out.tables.bucket(t, codes[b, t]).tolist() for t in range(L))) for b in range(len(h))]
     labels = [set(train.label_indices[train.label_indptr[b] : train.label_indptr[b + 1]].tolist()) for b in
