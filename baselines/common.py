@@ -14,7 +14,7 @@ from typing import Any
 import click
 import numpy as np
 
-from dslide.config import TrainConfig
+from dslide.cli import default
 from dslide.data.batching import batches, num_batches
 from dslide.data.dataset import SparseDataset
 
@@ -182,17 +182,19 @@ def common_options(fn: Callable) -> Callable:
         click.option("--test", "test_path", type=click.Path(exists=True, dir_okay=False), help="XC-format test file."),
         click.option("--dataset", default=None, help="A registered dataset or synthetic preset (not --train/--test)."),
         click.option("--data-dir", default=None, help="Where registered datasets live (as for dslide train)."),
-        click.option("--epochs", default=1, show_default=True),
-        click.option("--threads", default=1, show_default=True, help="TensorFlow intra-op and inter-op threads."),
-        click.option("--lr", default=TrainConfig.lr, show_default=True, help="Adam's learning rate (dslide train's)."),
+        click.option("--epochs", default=default("epochs"), show_default=True),
+        click.option(
+            "--threads", default=default("threads"), show_default=True, help="TensorFlow intra-op and inter-op threads."
+        ),
+        click.option("--lr", default=default("lr"), show_default=True, help="Adam's learning rate (dslide train's)."),
         click.option(
             "--input-lr",
-            default=TrainConfig.input_lr,
+            default=default("input_lr"),
             show_default=True,
             help="Adam's learning rate for the first layer's weights (dslide train's --input-lr default).",
         ),
-        click.option("--batch-size", default=128, show_default=True),
-        click.option("--hidden", default="128", show_default=True, help="Hidden widths, comma separated."),
+        click.option("--batch-size", default=default("batch_size"), show_default=True),
+        click.option("--hidden", default=default("hidden"), show_default=True, help="Hidden widths, comma separated."),
         click.option(
             "--init-scale",
             default=None,
@@ -202,11 +204,11 @@ def common_options(fn: Callable) -> Callable:
         click.option(
             "--output-bias",
             type=click.Choice(["prior", "zero"]),
-            default="prior",
+            default=default("output_bias"),
             show_default=True,
             help="Output biases at the training labels' log frequency (as dslide train), or 0.",
         ),
-        click.option("--seed", default=0, show_default=True, help="Batch order and initialisation."),
+        click.option("--seed", default=default("seed"), show_default=True, help="Batch order and initialisation."),
         click.option("--max-steps", default=None, type=int, help="Stop each epoch after this many steps."),
         click.option("--eval-points", default=None, type=int, help="Evaluate on the first N test points only."),
         click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Writes metrics.jsonl."),
