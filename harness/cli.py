@@ -34,9 +34,9 @@ def cluster() -> None:
 @click.option("--oversubscribe", is_flag=True, help="Allow nodes x cores to exceed this machine's cores.")
 def cluster_up(nodes: int, bandwidth: str, cores_per_node: int, mtu: int | None, oversubscribe: bool) -> None:
     """Bring up a cluster that stays until `harness cluster down PREFIX`."""
-    from harness.cluster import Cluster, ClusterError
-    from harness.launch import TCP_ENV, emulated_command
-    from harness.rates import RateError
+    from harness.cluster.emulated import Cluster, ClusterError
+    from harness.cluster.launch import TCP_ENV, emulated_command
+    from harness.cluster.rates import RateError
 
     try:
         made = Cluster(nodes, bandwidth, cores_per_node, mtu=mtu, oversubscribe=oversubscribe, persistent=True)
@@ -59,8 +59,8 @@ def cluster_up(nodes: int, bandwidth: str, cores_per_node: int, mtu: int | None,
 @click.option("--stale", is_flag=True, help="Remove every harness cluster whose owning process is dead.")
 def cluster_down(prefixes: tuple[str, ...], stale: bool) -> None:
     """Tear down clusters by prefix (e.g. ds-k3x9q2-), or the stale ones of crashed runs."""
-    from harness.cluster import ClusterError, stale_states, teardown
-    from harness.state import StateError, read_state, state_path
+    from harness.cluster.emulated import ClusterError, stale_states, teardown
+    from harness.cluster.state import StateError, read_state, state_path
 
     if not prefixes and not stale:
         raise click.UsageError("name the clusters to remove (see `harness cluster status`) or pass --stale")
@@ -88,8 +88,8 @@ def cluster_down(prefixes: tuple[str, ...], stale: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def cluster_status_command(as_json: bool) -> None:
     """List the harness's clusters, their nodes and whether their owner still runs."""
-    from harness.cluster import cluster_status, orphans
-    from harness.state import all_states
+    from harness.cluster.emulated import cluster_status, orphans
+    from harness.cluster.state import all_states
 
     statuses = [cluster_status(s) for s in all_states()]
     unowned = orphans()
@@ -161,13 +161,13 @@ def run_command(system: str, nodes: int, cores_per_node: int, bandwidth: str, da
     Extra arguments after `--` go to the system, e.g. `-- --hidden 256` or, for payload, `-- --bytes 16777216`.
     """
 
-    from harness.cluster import ClusterError
-    from harness.hosts import HostError
-    from harness.launch import LaunchError
-    from harness.rates import RateError
+    from harness.cluster.emulated import ClusterError
+    from harness.cluster.hosts import HostError
+    from harness.cluster.launch import LaunchError
+    from harness.cluster.rates import RateError
+    from harness.cluster.slurm import SlurmError, allocation
     from harness.records import RecordError
     from harness.run import RunError, RunSpec, run
-    from harness.slurm import SlurmError, allocation
 
     modes = [
         m for m, on in (("--no-emulation", no_emulation), ("--hostfile", hostfile), ("--launcher", launcher)) if on
@@ -238,12 +238,12 @@ def sweep_command(systems: str, nodes_list: str, cores_list: str, bandwidths: st
     Arguments after `--` go to every system.
     """
 
-    from harness.cluster import ClusterError
-    from harness.hosts import HostError
-    from harness.rates import RateError
+    from harness.cluster.emulated import ClusterError
+    from harness.cluster.hosts import HostError
+    from harness.cluster.rates import RateError
+    from harness.cluster.slurm import SlurmError
     from harness.records import RecordError
     from harness.run import RunError, RunSpec
-    from harness.slurm import SlurmError
     from harness.sweep import sweep
 
     base = RunSpec(system="payload", dataset=dataset, data_dir=data_dir, train=train, test=test, epochs=epochs,
@@ -279,7 +279,7 @@ def slurm_script_command(nodes: int, cores: int, time_limit: str, partition: str
     """
 
     from dslide.checkpoint import atomic_write_text
-    from harness.slurm import SlurmError, sbatch_script
+    from harness.cluster.slurm import SlurmError, sbatch_script
 
     args = list(harness_args)
     if not args or args[0] not in ("run", "sweep"):

@@ -29,7 +29,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from harness.rates import parse_rate
+from harness.cluster.rates import parse_rate
 
 LINK_EFFICIENCY = 0.95
 BYTES_PER_FLOAT = 4

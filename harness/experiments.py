@@ -20,7 +20,7 @@ import dataclasses
 import os
 from dataclasses import dataclass
 
-from harness.rates import parse_rate
+from harness.cluster.rates import parse_rate
 
 PROFILES = ("quick", "default", "paper", "text8")
 # D-SLIDE with learned hash functions (dslide/lsh/learned.py): one extra line in the time-to-accuracy figure

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from harness import costmodel
+from harness.cluster.rates import parse_rate
 from harness.costmodel import ModelShape
 from harness.experiments import Point
-from harness.rates import parse_rate
 from harness.records import read_records, record_machine
 from harness.run_record import extrapolate_epoch
 

@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from harness import costmodel, equal_accuracy
+from harness.cluster.rates import parse_rate
 from harness.costmodel import AMAZON_670K, AMAZON_670K_TRAIN_POINTS, ClusterShape
 from harness.experiments import PROFILES, Point, describe, experiments
 from harness.measured import Measured, accuracy_over_time, measure, model_shape, other_machines, select
-from harness.rates import parse_rate
 from harness.records import machine_id
 from harness.reproduce import read_manifest
 

@@ -28,12 +28,12 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from harness import launch, slurm
-from harness.cluster import Cluster, emulation_problem
+from harness.cluster import launch, slurm
+from harness.cluster.emulated import Cluster, emulation_problem
+from harness.cluster.hosts import Hosts, over_ssh
+from harness.cluster.rates import parse_rate
 from harness.costmodel import training_steps
-from harness.hosts import Hosts, over_ssh
 from harness.measured import link_bytes_per_training_step
-from harness.rates import parse_rate
 from harness.records import append_record
 from harness.run_record import build_record, read_metrics
 

@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness import launch
+from harness.cluster import launch
 from harness.records import git_commit, machine_info
 
 if TYPE_CHECKING:

@@ -18,8 +18,8 @@ from typing import Any
 
 from rich.console import Console
 
-from harness import slurm
-from harness.rates import parse_rate
+from harness.cluster import slurm
+from harness.cluster.rates import parse_rate
 from harness.records import machine_id, read_records, record_machine
 from harness.run import SINGLE_NODE_SYSTEMS, SYSTEMS, RunError, RunSpec, run
 

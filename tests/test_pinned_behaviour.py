@@ -131,7 +131,7 @@ def test_a_fixed_seed_training_run_on_one_node(tiny, tmp_path):
 @pytest.mark.root
 @pytest.mark.mpi
 def test_a_fixed_seed_run_on_two_emulated_nodes(tiny, tmp_path):
-    from harness.cluster import emulation_problem
+    from harness.cluster.emulated import emulation_problem
 
     problem = emulation_problem()
     if problem:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.cluster.launch import mpiexec_path
 from harness.costmodel import (
     AMAZON_670K,
     AMAZON_670K_TRAIN_POINTS,
@@ -29,7 +30,6 @@ from harness.costmodel import (
     steps_per_epoch,
     validate,
 )
-from harness.launch import mpiexec_path
 from harness.records import read_records
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from harness.cluster.rates import parse_rate
 from harness.experiments import BATCH, PROFILES, RatioRate, experiments, plan
-from harness.rates import parse_rate
 from harness.run import RunSpec
 
 

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.cluster import leftovers
-from harness.rates import parse_rate
+from harness.cluster.emulated import leftovers
+from harness.cluster.rates import parse_rate
+from harness.cluster.state import all_states
 from harness.records import read_records
 from harness.run import RunSpec, run
-from harness.state import all_states
 from tests.harness.processes import ctrl_c_default
 
 MIB = 1 << 20

@@ -62,8 +62,9 @@ def ssh_hosts(tmp_path, make_cluster):
             )
             # the harness's agent puts sshd inside the node: namespace, hostname, cores, cgroup (what its
             # sessions, and so the ranks, inherit)
-            daemons.append(subprocess.Popen([sys.executable, "-m", "harness.agent", node.address, sshd, "-D", "-e",
-                                             "-f", str(config)], stderr=subprocess.PIPE, text=True))  # fmt: skip
+            daemons.append(subprocess.Popen([sys.executable, "-m", "harness.cluster.agent", node.address, sshd,
+                                             "-D", "-e", "-f", str(config)], stderr=subprocess.PIPE,
+                                            text=True))  # fmt: skip
         deadline = time.monotonic() + 30
         for node in nodes:
             while subprocess.run([str(wrapper), node.address, "true"], capture_output=True).returncode != 0:
@@ -134,7 +135,7 @@ def test_horovod_over_ssh_matches_an_emulated_run_in_bytes_on_the_wire(tmp_path,
 @pytest.mark.root
 @pytest.mark.mpi
 def test_shaping_a_host_that_refuses_tc_says_what_is_needed(tmp_path, ssh_hosts):
-    from harness.hosts import HostError, Hosts, over_ssh
+    from harness.cluster.hosts import HostError, Hosts, over_ssh
 
     cluster, wrapper, _ = ssh_hosts
     hosts = Hosts([n.address for n in cluster.state.nodes], "nosuch0", over_ssh(str(wrapper)))

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.cluster.slurm import SlurmError, allocation, cpus_per_node, launch_command, sbatch_script
 from harness.records import read_records
-from harness.slurm import SlurmError, allocation, cpus_per_node, launch_command, sbatch_script
 from tests.harness.daemons import installed
 
 PACKAGES = {"slurmctld": "slurm-wlm", "slurmd": "slurm-wlm", "munged": "munge"}
@@ -110,7 +110,7 @@ def slurm_cluster(tmp_path, make_cluster, monkeypatch):
     (home / "cgroup.conf").write_text("CgroupPlugin=cgroup/v1\n")
     env = {**os.environ, "SLURM_CONF": str(home / "slurm.conf")}
     monkeypatch.setenv("SLURM_CONF", env["SLURM_CONF"])
-    agent = [sys.executable, "-m", "harness.agent"]
+    agent = [sys.executable, "-m", "harness.cluster.agent"]
     started = []
     try:
         munged = [daemons["munged"], "--foreground", "--force", f"--socket={home / 'munge.sock'}",

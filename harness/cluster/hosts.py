@@ -5,7 +5,7 @@ run, so a real cluster's record has measured bytes on the wire like an emulated 
 tbf on IFACE on every host for the run (upload only: tc shapes what an interface sends) and removes it after,
 so the paper's 1 Gbit/s can be reproduced on a faster network; it needs root on the hosts (ssh as root),
 and says so when tc is refused. Hosts are reached with the ssh program mpiexec uses (`--ssh`, default `ssh`:
-the same keys and ~/.ssh/config), or, inside a Slurm allocation, with srun steps (harness/slurm.py).
+the same keys and ~/.ssh/config), or, inside a Slurm allocation, with srun steps (harness/cluster/slurm.py).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import subprocess
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from harness.rates import parse_rate, tbf_burst_bytes
+from harness.cluster.rates import parse_rate, tbf_burst_bytes
 
 TBF_LATENCY = "20ms"
 SSH_TIMEOUT_S = 60

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.launch import (
+from harness.cluster.launch import (
     AGENT,
     TCP_ENV,
     LaunchError,
@@ -17,7 +17,7 @@ from harness.launch import (
     mpiexec_path,
     read_hostfile,
 )
-from harness.state import ClusterState, NodeState
+from harness.cluster.state import ClusterState, NodeState
 
 
 def test_mpiexec_is_the_one_beside_this_interpreter():

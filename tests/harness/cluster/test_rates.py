@@ -1,7 +1,7 @@
 import pytest
 
-from harness.cluster import Cluster, ClusterError
-from harness.rates import RateError, parse_rate, tbf_burst_bytes
+from harness.cluster.emulated import Cluster, ClusterError
+from harness.cluster.rates import RateError, parse_rate, tbf_burst_bytes
 
 
 @pytest.mark.parametrize(

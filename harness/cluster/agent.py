@@ -1,6 +1,6 @@
 """Launcher agent: Hydra's mpiexec calls it in place of ssh to start its proxy inside an emulated node.
 
-    python -m harness.agent [ssh options] HOST COMMAND...      (harness/agent.sh is the -launcher-exec)
+    python -m harness.cluster.agent [ssh options] HOST COMMAND...   (harness/cluster/agent.sh is the -launcher-exec)
 
 HOST must be the address of a node of a live cluster this harness created (checked against its state
 files); anything else is refused with ssh's exit status 255. The command runs inside that node: its network
@@ -23,8 +23,8 @@ import shlex
 import socket
 import sys
 
-from harness import cpusets
-from harness.state import ClusterState, NodeState, all_states
+from harness.cluster import cpusets
+from harness.cluster.state import ClusterState, NodeState, all_states
 
 SSH_OPTIONS_WITH_ARGUMENT = set("BbcDEeFIiJLlmOoPpQRSWw")
 CLONE_NEWUTS = 0x04000000

@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
-from harness.agent import AgentError, find_node, split_ssh_arguments
-from harness.launch import AGENT
-from harness.state import ClusterState, NodeState
+from harness.cluster.agent import AgentError, find_node, split_ssh_arguments
+from harness.cluster.launch import AGENT
+from harness.cluster.state import ClusterState, NodeState
 
 # What Hydra (MPICH 5.0.2) passes to its ssh launcher, recorded on this machine.
 HYDRA_ARGV = ["-x", "198.18.0.2", '"/venv/bin/hydra_pmi_proxy"', "--control-port", "198.18.0.254:36853",
@@ -47,7 +47,7 @@ def _state(owner_pid: int, owner_start_ticks: int) -> ClusterState:
 
 
 def test_only_nodes_of_live_harness_clusters_are_accepted():
-    from harness.state import process_start_ticks
+    from harness.cluster.state import process_start_ticks
 
     live = _state(os.getpid(), process_start_ticks(os.getpid()))
     assert find_node("198.18.0.1", [live])[1].netns == "ds-test-n0"

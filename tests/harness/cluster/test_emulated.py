@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.cluster import Cluster, ClusterError, leftovers
-from harness.state import read_state, state_path
+from harness.cluster.emulated import Cluster, ClusterError, leftovers
+from harness.cluster.state import read_state, state_path
 from tests.harness.processes import ctrl_c_default
 
 pytestmark = pytest.mark.root
@@ -65,14 +65,14 @@ def test_processes_left_in_nodes_are_killed_by_down(make_cluster):
 OWNER = {
     "with": """
         import time
-        from harness.cluster import Cluster, ClusterError, leftovers
+        from harness.cluster.emulated import Cluster, ClusterError, leftovers
         with Cluster(2, "100mbit") as cluster:
             print(cluster.prefix, flush=True)
             time.sleep(300)
     """,
     "up": """
         import time
-        from harness.cluster import Cluster, ClusterError, leftovers
+        from harness.cluster.emulated import Cluster, ClusterError, leftovers
         cluster = Cluster(2, "100mbit")
         cluster.up()
         print(cluster.prefix, flush=True)
@@ -140,7 +140,7 @@ def test_a_prefix_in_use_is_refused_and_not_touched(make_cluster):
 
 
 def test_the_shell_reference_builds_and_removes_the_same_topology():
-    script, prefix = str(Path(__file__).resolve().parents[2] / "tc" / "cluster.sh"), "ds-shref-"
+    script, prefix = str(Path(__file__).resolve().parents[3] / "tc" / "cluster.sh"), "ds-shref-"
     try:
         subprocess.run([script, "up", prefix, "2", "100mbit"], check=True, timeout=30)
         addr = subprocess.run(["ip", "-n", f"{prefix}n1", "-4", "-o", "addr", "show", "dev", "eth0"],
@@ -155,7 +155,7 @@ def test_the_shell_reference_builds_and_removes_the_same_topology():
 
 
 def test_status_lists_family_names_without_a_state_file_and_stale_cleanup_leaves_them(make_cluster):
-    from harness.cluster import orphans
+    from harness.cluster.emulated import orphans
 
     owned = make_cluster(1)
     subprocess.run(["ip", "netns", "add", "ds-orpht-n0"], check=True)

@@ -8,7 +8,7 @@ SLURM_JOB_CPUS_PER_NODE. Ranks start one per node:
   proxies with srun, so no ssh is needed and the proxies stay inside the job's steps.
 - Open MPI: `mpirun --map-by ppr:1:node -np N program` (it reads the allocation itself).
 
-The harness reads interface counters and applies --shape with `srun --nodelist NODE` steps (harness/hosts.py).
+The harness reads interface counters and applies --shape with `srun --nodelist NODE` steps (harness/cluster/hosts.py).
 `harness slurm-script` writes an sbatch file that runs `harness run --launcher slurm` or a sweep.
 """
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import cpusets
+from harness.cluster import cpusets
 
 
 def allowed_cpus(pid: int) -> str:

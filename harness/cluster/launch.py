@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness.state import ClusterState
+from harness.cluster.state import ClusterState
 
 # Measured on this machine (see docs/harness.md): OFI's tcp provider carries all traffic over eth0 and is the
 # fastest for collectives; UCX_TLS=tcp,self works too.

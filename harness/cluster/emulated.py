@@ -26,9 +26,9 @@ import threading
 import time
 from pathlib import Path
 
-from harness import cpusets
-from harness.rates import parse_rate, tbf_burst_bytes
-from harness.state import (
+from harness.cluster import cpusets
+from harness.cluster.rates import parse_rate, tbf_burst_bytes
+from harness.cluster.state import (
     ClusterState,
     NodeState,
     all_states,
