@@ -254,7 +254,7 @@ def without_selection(options: list[str]) -> list[str]:
 
 def record(path: Path, rows: list[Row], stored: Path | None, threshold: float, bench_dir: Path = BENCH_DIR) -> None:
     """Append this check's verdicts, with the machine and commit that made them, to a JSON-lines file."""
-    from harness.records import git_commit, machine_info
+    from harness.run.store import git_commit, machine_info
 
     line = {
         "baseline": str(stored.relative_to(bench_dir.parent)) if stored else None,

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from harness.data import data
-from harness.records import results_dir
+from harness.run.store import results_dir
 
 
 @click.group()
@@ -166,8 +166,8 @@ def run_command(system: str, nodes: int, cores_per_node: int, bandwidth: str, da
     from harness.cluster.launch import LaunchError
     from harness.cluster.rates import RateError
     from harness.cluster.slurm import SlurmError, allocation
-    from harness.records import RecordError
-    from harness.run import RunError, RunSpec, run
+    from harness.run.runner import RunError, RunSpec, run
+    from harness.run.store import RecordError
 
     modes = [
         m for m, on in (("--no-emulation", no_emulation), ("--hostfile", hostfile), ("--launcher", launcher)) if on
@@ -242,8 +242,8 @@ def sweep_command(systems: str, nodes_list: str, cores_list: str, bandwidths: st
     from harness.cluster.hosts import HostError
     from harness.cluster.rates import RateError
     from harness.cluster.slurm import SlurmError
-    from harness.records import RecordError
-    from harness.run import RunError, RunSpec
+    from harness.run.runner import RunError, RunSpec
+    from harness.run.store import RecordError
     from harness.sweep import sweep
 
     base = RunSpec(system="payload", dataset=dataset, data_dir=data_dir, train=train, test=test, epochs=epochs,

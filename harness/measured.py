@@ -16,8 +16,8 @@ from harness import costmodel
 from harness.cluster.rates import parse_rate
 from harness.costmodel import ModelShape
 from harness.experiments import Point
-from harness.records import read_records, record_machine
-from harness.run_record import extrapolate_epoch
+from harness.run.record import extrapolate_epoch
+from harness.run.store import read_records, record_machine
 
 
 def record_epoch_s(record: dict[str, Any]) -> float | None:

@@ -22,8 +22,8 @@ from harness.cluster.rates import parse_rate
 from harness.costmodel import AMAZON_670K, AMAZON_670K_TRAIN_POINTS, ClusterShape
 from harness.experiments import PROFILES, Point, describe, experiments
 from harness.measured import Measured, accuracy_over_time, measure, model_shape, other_machines, select
-from harness.records import machine_id
 from harness.reproduce import read_manifest
+from harness.run.store import machine_id
 
 PAPER = {
     "speedup_2x8_1gbit": 80.0,  # "up to 80x faster than Horovod on 2 nodes (16 cores) at 1 Gbit/s"

@@ -20,8 +20,8 @@ from typing import Any
 from rich.console import Console
 
 from harness.experiments import Point, datasets, describe, plan
-from harness.records import RecordError
-from harness.run import RunError, RunSpec
+from harness.run.runner import RunError, RunSpec
+from harness.run.store import RecordError
 from harness.sweep import sweep
 
 

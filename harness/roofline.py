@@ -287,7 +287,7 @@ def format_table(result: Roofline) -> str:
 
 
 def as_json(results: list[Roofline]) -> dict[str, Any]:
-    from harness.records import git_commit, machine_info
+    from harness.run.store import git_commit, machine_info
 
     return {"machine": machine_info(), "code": git_commit(), "results": [asdict(r) for r in results]}
 

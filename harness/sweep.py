@@ -20,8 +20,8 @@ from rich.console import Console
 
 from harness.cluster import slurm
 from harness.cluster.rates import parse_rate
-from harness.records import machine_id, read_records, record_machine
-from harness.run import SINGLE_NODE_SYSTEMS, SYSTEMS, RunError, RunSpec, run
+from harness.run.runner import SINGLE_NODE_SYSTEMS, SYSTEMS, RunError, RunSpec, run
+from harness.run.store import machine_id, read_records, record_machine
 
 
 def point_key(system: str, nodes: int, cores: int, bandwidth: str, spec: RunSpec) -> tuple[Any, ...]:

@@ -34,7 +34,7 @@ from typing import Any
 import click
 
 from harness.experiments import LEARNED_HASH_ARGS
-from harness.records import git_commit, machine_info
+from harness.run.store import git_commit, machine_info
 
 ARMS: dict[str, list[str]] = {
     "defaults": [],

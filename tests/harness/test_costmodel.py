@@ -30,7 +30,7 @@ from harness.costmodel import (
     steps_per_epoch,
     validate,
 )
-from harness.records import read_records
+from harness.run.store import read_records
 
 
 def test_parameter_counts_are_the_papers_models():

@@ -9,9 +9,9 @@ import pytest
 from harness.cluster.rates import parse_rate
 from harness.costmodel import AMAZON_670K, dslide_step_bytes, step_bytes
 from harness.experiments import plan
-from harness.records import append_record, machine_id, validate
 from harness.report import write_report
 from harness.reproduce import manifest_path, write_json_atomically
+from harness.run.store import append_record, machine_id, validate
 
 PARAMS = 103_838_219
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from harness.cluster.slurm import SlurmError, allocation, cpus_per_node, launch_command, sbatch_script
-from harness.records import read_records
+from harness.run.store import read_records
 from tests.harness.daemons import installed
 
 PACKAGES = {"slurmctld": "slurm-wlm", "slurmd": "slurm-wlm", "munged": "munge"}

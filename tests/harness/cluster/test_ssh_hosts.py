@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.run import RunSpec, run
+from harness.run.runner import RunSpec, run
 from tests.harness.daemons import installed
 
 PRIVSEP_DIR = Path("/run/sshd")  # Debian's sshd refuses to start without it

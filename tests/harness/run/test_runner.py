@@ -13,8 +13,8 @@ import pytest
 from harness.cluster.emulated import leftovers
 from harness.cluster.rates import parse_rate
 from harness.cluster.state import all_states
-from harness.records import read_records
-from harness.run import RunSpec, run
+from harness.run.runner import RunSpec, run
+from harness.run.store import read_records
 from tests.harness.processes import ctrl_c_default
 
 MIB = 1 << 20
@@ -141,7 +141,7 @@ def test_without_net_admin_the_run_explains_what_is_missing(tmp_path):
 
 
 def test_whole_epoch_steps_come_from_the_system_or_else_from_the_data(tmp_path):
-    from harness.run_record import full_steps_per_epoch
+    from harness.run.record import full_steps_per_epoch
 
     train = tmp_path / "train.txt"
     train.write_text("1000 20 5\n")
@@ -255,7 +255,7 @@ def test_horovod_runs_on_two_emulated_nodes_with_its_own_mpiexec(tmp_path):
 
 
 def test_the_progress_line_shows_the_newest_complete_step_or_epoch(tmp_path):
-    from harness.run import latest_progress
+    from harness.run.runner import latest_progress
 
     assert latest_progress(tmp_path) == ""
     (tmp_path / "metrics.jsonl").write_text('{"epoch": 1, "samples_per_s": 1000.0, "loss": 2.5}\n')
@@ -265,7 +265,7 @@ def test_the_progress_line_shows_the_newest_complete_step_or_epoch(tmp_path):
 
 
 def test_run_summary_is_one_line_with_labelled_figures():
-    from harness.run import run_summary
+    from harness.run.runner import run_summary
 
     # 40 training steps; the links also carried the 600,000 B the run counted for evaluation
     record = {"epoch_time_s": 1234.5, "epoch_time_extrapolated": True, "samples_per_s": 812.3, "wire_bytes": 4_000_000,

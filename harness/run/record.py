@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.cluster import launch
-from harness.records import git_commit, machine_info
+from harness.run.store import git_commit, machine_info
 
 if TYPE_CHECKING:
-    from harness.run import RunSpec
+    from harness.run.runner import RunSpec
 
 # With more than one node, fewer wire bytes than 10% of what the ranks say they sent (or than 256 KiB when
 # the system does not say) means MPI did not use the links: shared memory moved 16 MiB with ~20 KB of
@@ -123,7 +123,7 @@ def build_record(
     addresses: dict[str, str],
     counter: str | None = None,
 ) -> dict[str, Any]:
-    """The run record (see harness/records.py for the fixed fields)."""
+    """The run record (see harness/run/store.py for the fixed fields)."""
     metrics = read_metrics(work)
     last = metrics[-1] if metrics else {}
     wire = summarize_counters(before, after, counter or EMULATED_COUNTER)

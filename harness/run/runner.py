@@ -3,7 +3,7 @@
 Launching is kept apart from training: the systems are separate programs (`dslide train`,
 `python -m baselines.<system>`, `python -m harness.payload`) that write OUT/metrics.jsonl; this module only
 builds their command lines, runs them under mpiexec on the (emulated) nodes and turns what they wrote and
-what crossed the links into a record (harness/run_record.py, schema in harness/records.py).
+what crossed the links into a record (harness/run/record.py, schema in harness/run/store.py).
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ from harness.cluster.hosts import Hosts, over_ssh
 from harness.cluster.rates import parse_rate
 from harness.costmodel import training_steps
 from harness.measured import link_bytes_per_training_step
-from harness.records import append_record
-from harness.run_record import build_record, read_metrics
+from harness.run.record import build_record, read_metrics
+from harness.run.store import append_record
 
 DEFAULT_WORK_ROOT = Path(os.environ.get("DSLIDE_HARNESS_WORK", Path.home() / ".cache" / "dslide" / "runs"))
 SYSTEMS = ("dslide", "tf-dense", "tf-sampled", "horovod", "payload")

@@ -50,7 +50,7 @@ FIELDS: dict[str, tuple[type, ...]] = {
 
 def results_dir() -> Path:
     """The project's results/ (next to the harness package in a checkout), else ./results."""
-    beside = Path(__file__).resolve().parent.parent / "results"
+    beside = Path(__file__).resolve().parents[2] / "results"
     return beside if beside.is_dir() else Path.cwd() / "results"
 
 
@@ -185,7 +185,7 @@ def git_commit(repo: str | os.PathLike[str] | None = None) -> dict[str, Any]:
 
     results/ is left out: a reproduction writes its report and figures there between its own runs, which
     changes no code (a second invocation would otherwise mark its records dirty)."""
-    repo = Path(repo) if repo else Path(__file__).resolve().parent.parent
+    repo = Path(repo) if repo else Path(__file__).resolve().parents[2]
 
     def git(*argv: str) -> str | None:
         done = subprocess.run(["git", "-C", str(repo), *argv], capture_output=True, text=True)

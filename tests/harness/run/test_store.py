@@ -5,7 +5,7 @@ import multiprocessing
 
 import pytest
 
-from harness.records import RecordError, append_record, git_commit, machine_info, read_records
+from harness.run.store import RecordError, append_record, git_commit, machine_info, read_records
 
 
 def record(**overrides):
@@ -93,7 +93,7 @@ def test_the_machine_id_is_stable_and_can_be_named(monkeypatch):
 
 
 def test_partial_epochs_count_the_warm_up_step_once():
-    from harness.run_record import extrapolate_epoch
+    from harness.run.record import extrapolate_epoch
 
     # 5 steps: a 12 s first step (warm-up), then 4 steps of 6 s; a 100-step epoch is 12 + 99 x 6 s
     assert extrapolate_epoch({"epoch_time_s": 36.0, "steps": 5, "first_step_s": 12.0}, 100) == 12 + 99 * 6
