@@ -166,7 +166,8 @@ def run_command(system: str, nodes: int, cores_per_node: int, bandwidth: str, da
     from harness.cluster.launch import LaunchError
     from harness.cluster.rates import RateError
     from harness.cluster.slurm import SlurmError, allocation
-    from harness.run.runner import RunError, RunSpec, run
+    from harness.run.runner import run
+    from harness.run.spec import RunError, RunSpec
     from harness.run.store import RecordError
 
     modes = [
@@ -242,7 +243,7 @@ def sweep_command(systems: str, nodes_list: str, cores_list: str, bandwidths: st
     from harness.cluster.hosts import HostError
     from harness.cluster.rates import RateError
     from harness.cluster.slurm import SlurmError
-    from harness.run.runner import RunError, RunSpec
+    from harness.run.spec import RunError, RunSpec
     from harness.run.store import RecordError
     from harness.sweep import sweep
 

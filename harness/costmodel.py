@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.cluster.rates import parse_rate
+from harness.run.record import training_steps
 
 LINK_EFFICIENCY = 0.95
 BYTES_PER_FLOAT = 4
@@ -177,10 +178,6 @@ def steps_per_epoch(points: int, batch: int) -> int:
 
 
 # --- from records --------------------------------------------------------------------------------------------------
-
-
-def training_steps(record: dict[str, Any]) -> int:
-    return sum(int(m.get("steps") or 0) for m in record.get("epochs") or [])
 
 
 def compute_s_per_step(record: dict[str, Any]) -> float | None:

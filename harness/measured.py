@@ -12,11 +12,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness import costmodel
 from harness.cluster.rates import parse_rate
 from harness.costmodel import ModelShape
 from harness.experiments import Point
-from harness.run.record import extrapolate_epoch
+from harness.run.record import extrapolate_epoch, link_bytes_per_training_step, training_steps
 from harness.run.store import read_records, record_machine
 
 
@@ -51,16 +50,6 @@ def accuracy_over_time(record: dict[str, Any]) -> tuple[list[float], list[float]
     return seconds, p_at_1
 
 
-def link_bytes_per_training_step(record: dict[str, Any]) -> float | None:
-    """Bytes that crossed the links per training step (all nodes): the link counters' total less what the
-    systems counted for evaluation and the one-off start-up broadcast, over the training steps."""
-    steps = costmodel.training_steps(record)
-    if not steps or record.get("wire_bytes") is None:
-        return None
-    one_off = int(record.get("app_eval_bytes") or 0) + int(record.get("app_startup_bytes") or 0)
-    return max(record["wire_bytes"] - one_off, 0) / steps
-
-
 @dataclasses.dataclass
 class Measured:
     point: Point
@@ -93,7 +82,7 @@ class Measured:
         """App-level bytes of one training step counted by the systems, summed over ranks (evaluation excluded)."""
 
         def per_step(r: dict[str, Any]) -> float | None:
-            steps = costmodel.training_steps(r)
+            steps = training_steps(r)
             return sum(int(m.get("bytes_sent") or 0) for m in r["epochs"]) / steps if steps else None
 
         return self.median(per_step)

@@ -20,7 +20,7 @@ from typing import Any
 from rich.console import Console
 
 from harness.experiments import Point, datasets, describe, plan
-from harness.run.runner import RunError, RunSpec
+from harness.run.spec import RunError, RunSpec
 from harness.run.store import RecordError
 from harness.sweep import sweep
 

@@ -20,7 +20,8 @@ from rich.console import Console
 
 from harness.cluster import slurm
 from harness.cluster.rates import parse_rate
-from harness.run.runner import SINGLE_NODE_SYSTEMS, SYSTEMS, RunError, RunSpec, run
+from harness.run.runner import run
+from harness.run.spec import SINGLE_NODE_SYSTEMS, SYSTEMS, RunError, RunSpec
 from harness.run.store import machine_id, read_records, record_machine
 
 

@@ -8,13 +8,11 @@ import signal
 from collections.abc import Iterable
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from harness.cluster import launch
+from harness.run.spec import RunSpec
 from harness.run.store import git_commit, machine_info
-
-if TYPE_CHECKING:
-    from harness.run.runner import RunSpec
 
 # With more than one node, fewer wire bytes than 10% of what the ranks say they sent (or than 256 KiB when
 # the system does not say) means MPI did not use the links: shared memory moved 16 MiB with ~20 KB of
@@ -107,6 +105,20 @@ def extrapolate_epoch(metrics: dict[str, Any], steps_per_epoch: int) -> float:
     if first is None or steps < 2:
         return seconds * steps_per_epoch / steps
     return first + (seconds - first) * (steps_per_epoch - 1) / (steps - 1)
+
+
+def training_steps(record: dict[str, Any]) -> int:
+    return sum(int(m.get("steps") or 0) for m in record.get("epochs") or [])
+
+
+def link_bytes_per_training_step(record: dict[str, Any]) -> float | None:
+    """Bytes that crossed the links per training step (all nodes): the link counters' total less what the
+    systems counted for evaluation and the one-off start-up broadcast, over the training steps."""
+    steps = training_steps(record)
+    if not steps or record.get("wire_bytes") is None:
+        return None
+    one_off = int(record.get("app_eval_bytes") or 0) + int(record.get("app_startup_bytes") or 0)
+    return max(record["wire_bytes"] - one_off, 0) / steps
 
 
 def build_record(

@@ -6,7 +6,7 @@ import pytest
 
 from harness.cluster.rates import parse_rate
 from harness.experiments import BATCH, PROFILES, RatioRate, experiments, plan
-from harness.run.runner import RunSpec
+from harness.run.spec import RunSpec
 
 
 @pytest.mark.parametrize("profile", PROFILES)

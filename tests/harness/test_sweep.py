@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.run.runner import RunSpec
+from harness.run.spec import RunSpec
 from harness.run.store import read_records
 from harness.sweep import points, sweep
 
@@ -31,7 +31,7 @@ def test_a_sweep_skips_points_already_recorded(tmp_path, monkeypatch):
 
 
 def test_a_sweep_checks_every_point_before_running_any(tmp_path):
-    from harness.run.runner import RunError
+    from harness.run.spec import RunError
 
     base = RunSpec(system="payload", out=tmp_path, name="s", work_root=tmp_path / "work")
     with pytest.raises(RunError, match="give --dataset"):

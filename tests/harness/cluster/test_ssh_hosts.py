@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.run.runner import RunSpec, run
+from harness.run.runner import run
+from harness.run.spec import RunSpec
 from tests.harness.daemons import installed
 
 PRIVSEP_DIR = Path("/run/sshd")  # Debian's sshd refuses to start without it

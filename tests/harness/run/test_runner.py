@@ -13,7 +13,8 @@ import pytest
 from harness.cluster.emulated import leftovers
 from harness.cluster.rates import parse_rate
 from harness.cluster.state import all_states
-from harness.run.runner import RunSpec, run
+from harness.run.runner import run
+from harness.run.spec import RunSpec
 from harness.run.store import read_records
 from tests.harness.processes import ctrl_c_default
 
