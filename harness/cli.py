@@ -347,17 +347,17 @@ def bench_command(
 ) -> None:
     """Regression check: every benchmark against the stored baseline, relative to this machine's calibration."""
 
-    from harness import bench
+    from harness.bench import regression
 
     try:
-        rc = bench.check(
+        rc = regression.check(
             list(pytest_args),
-            bench.THRESHOLD if threshold is None else threshold,
-            bench.RETRIES if retries is None else retries,
+            regression.THRESHOLD if threshold is None else threshold,
+            regression.RETRIES if retries is None else retries,
             save=save_baseline,
             record_to=Path(record_to) if record_to else None,
         )
-    except bench.BenchError as err:
+    except regression.BenchError as err:
         raise click.ClickException(str(err)) from err
     sys.exit(rc)
 

@@ -1,7 +1,7 @@
 """The regression check behind `nox -s bench`: benchmark times relative to the machine, against a stored baseline.
 
 A benchmark's score is its fastest round (warm-up rounds and numba compilation excluded; noise only ever adds
-time) divided by the calibration probes measured just before and after it (harness/calibration.py). The check
+time) divided by the calibration probes measured just before and after it (harness/bench/calibration.py). The check
 compares score now with score in the newest stored baseline: ratio = score_now / score_baseline. A benchmark
 whose ratio is above 1 + threshold is run again, up to `retries` times, with fresh probes, and fails only if
 every attempt is above: one busy moment cannot fail the check, a real slowdown fails every attempt.
@@ -32,9 +32,11 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.run.store import git_commit, machine_info
+
 THRESHOLD = 0.15  # chosen from 5 runs on an unchanged tree: see benchmarks/README.md
 RETRIES = 2
-BENCH_DIR = Path(__file__).resolve().parent.parent / "benchmarks"
+BENCH_DIR = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
 class BenchError(RuntimeError):
@@ -254,8 +256,6 @@ def without_selection(options: list[str]) -> list[str]:
 
 def record(path: Path, rows: list[Row], stored: Path | None, threshold: float, bench_dir: Path = BENCH_DIR) -> None:
     """Append this check's verdicts, with the machine and commit that made them, to a JSON-lines file."""
-    from harness.run.store import git_commit, machine_info
-
     line = {
         "baseline": str(stored.relative_to(bench_dir.parent)) if stored else None,
         "threshold": threshold,

@@ -1,7 +1,7 @@
 """Calibration probes: how fast this machine is right now, measured beside every benchmark.
 
 Shared 2-core machines move by 30% or more from one session to the next (other tenants, a different host), so
-a benchmark's absolute time says little about the code. The regression check (harness/bench.py) divides each
+a benchmark's absolute time says little about the code. The regression check (harness/bench/regression.py) divides each
 benchmark's time by these probes, measured just before and just after it, so a slower or busier machine slows
 both sides of the ratio. Three probes, because benchmarks lean on different parts of the machine:
 

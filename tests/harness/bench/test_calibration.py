@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness import calibration
+from harness.bench import calibration
 
 
 @pytest.mark.slow  # runs the probes (a few seconds of real work)

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from harness import bench
-from harness.bench import BenchError, Row, Timing, format_table, judge, load_timings, over_threshold
+from harness.bench import regression
+from harness.bench.regression import BenchError, Row, Timing, format_table, judge, load_timings, over_threshold
 
-PROJECT = Path(__file__).resolve().parents[2]
+PROJECT = Path(__file__).resolve().parents[3]
 
 
 def test_a_machine_twice_as_slow_everywhere_is_not_a_regression():
@@ -62,7 +62,7 @@ def test_a_baseline_without_calibration_is_refused_by_name(tmp_path):
 
 
 def test_selection_options_are_dropped_for_reruns():
-    assert bench.without_selection(["-k", "hash", "-x", "-khash", "-q"]) == ["-x", "-q"]
+    assert regression.without_selection(["-k", "hash", "-x", "-khash", "-q"]) == ["-x", "-q"]
 
 
 TINY_BENCH = """
@@ -86,13 +86,13 @@ def test_a_real_run_saves_a_baseline_then_catches_a_slowdown(tmp_path, monkeypat
     (bench_dir / "test_tiny.py").write_text(TINY_BENCH)
     monkeypatch.setenv("PYTHONPATH", str(PROJECT))
     monkeypatch.setenv("TINY_BENCH_WORK", "1")
-    assert bench.check([], save=True, bench_dir=bench_dir) == 0
-    stored = bench.newest_baseline(bench_dir / "baseline" / bench.machine_key())
+    assert regression.check([], save=True, bench_dir=bench_dir) == 0
+    stored = regression.newest_baseline(bench_dir / "baseline" / regression.machine_key())
     assert stored is not None and "test_tiny" in next(iter(load_timings(stored)))
 
     monkeypatch.setenv("TINY_BENCH_WORK", "8")  # eight times the work: far past any noise
     record = tmp_path / "verdicts.jsonl"
-    assert bench.check([], threshold=0.15, retries=1, bench_dir=bench_dir, record_to=record) == 1
+    assert regression.check([], threshold=0.15, retries=1, bench_dir=bench_dir, record_to=record) == 1
     out = capsys.readouterr().out
     assert "REGRESSED (2 runs)" in out
     line = json.loads(record.read_text())
@@ -105,12 +105,12 @@ EPYC = "model name\t: AMD EPYC 7B13 64-Core Processor\ncpu family\t: 25\nmodel\t
 
 
 def test_baselines_are_kept_per_cpu_model_generation_and_core_count():
-    assert bench.machine_key(XEON, 2) == "intel-xeon-processor-f6m167-2c"
-    assert bench.machine_key(EPYC, 2) == "amd-epyc-7b13-64-core-processor-f25m1-2c"
-    assert bench.machine_key(XEON, 4) != bench.machine_key(XEON, 2)
-    assert bench.machine_key("", 2) == "unknown-cpu-2c"
+    assert regression.machine_key(XEON, 2) == "intel-xeon-processor-f6m167-2c"
+    assert regression.machine_key(EPYC, 2) == "amd-epyc-7b13-64-core-processor-f25m1-2c"
+    assert regression.machine_key(XEON, 4) != regression.machine_key(XEON, 2)
+    assert regression.machine_key("", 2) == "unknown-cpu-2c"
     # the project's own stored baseline sits where a machine of its type looks for it
-    assert bench.newest_baseline(PROJECT / "benchmarks" / "baseline" / bench.machine_key(XEON, 2)) is not None
+    assert regression.newest_baseline(PROJECT / "benchmarks" / "baseline" / regression.machine_key(XEON, 2)) is not None
 
 
 def test_a_machine_without_its_own_baseline_is_told_what_to_run_and_not_compared(tmp_path, capsys):
@@ -118,7 +118,7 @@ def test_a_machine_without_its_own_baseline_is_told_what_to_run_and_not_compared
     other = bench_dir / "baseline" / "intel-xeon-processor-f6m167-2c" / "Linux-CPython-3.11-64bit"
     other.mkdir(parents=True)
     (other / "0001_baseline.json").write_text("{}")  # unreadable if it were used: it must not be
-    assert bench.check([], bench_dir=bench_dir, machine="amd-epyc-7b13-f25m1-2c") == 0
+    assert regression.check([], bench_dir=bench_dir, machine="amd-epyc-7b13-f25m1-2c") == 0
     out = capsys.readouterr().out.strip().splitlines()
     assert len(out) == 1 and "No benchmark baseline for this machine (amd-epyc-7b13-f25m1-2c)" in out[0]
     assert "nox -s bench -- --save-baseline` on the unchanged main first" in out[0]
