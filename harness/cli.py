@@ -245,7 +245,7 @@ def sweep_command(systems: str, nodes_list: str, cores_list: str, bandwidths: st
     from harness.cluster.slurm import SlurmError
     from harness.run.spec import RunError, RunSpec
     from harness.run.store import RecordError
-    from harness.sweep import sweep
+    from harness.study.sweep import sweep
 
     base = RunSpec(system="payload", dataset=dataset, data_dir=data_dir, train=train, test=test, epochs=epochs,
                    max_steps=max_steps, out=Path(out), name=name, oversubscribe=oversubscribe,
@@ -311,7 +311,7 @@ def slurm_script_command(nodes: int, cores: int, time_limit: str, partition: str
 def reproduce_command(profile: str, out: str, only: str, data_dir: str | None, work_dir: str | None) -> None:
     """Generate the data, run the paper's experiments (resumable), write OUT/REPORT.md with figures."""
 
-    from harness.reproduce import reproduce
+    from harness.study.reproduce import reproduce
 
     manifest = reproduce(profile, Path(out), data_dir, Path(work_dir) if work_dir else None, tuple(_split(only)))
     selected = _split(only)
@@ -388,7 +388,7 @@ def time_to_accuracy_command(
 ) -> None:
     """P@1 against wall-clock for each sampling arm, one after the other on this machine (resumable)."""
 
-    from harness.time_to_accuracy import ARMS, run
+    from harness.study.time_to_accuracy import ARMS, run
 
     names = [a.strip() for a in arms.split(",") if a.strip()]
     unknown = [a for a in names if a not in ARMS]
@@ -423,7 +423,7 @@ def time_to_accuracy_command(
 def roofline_command(dataset: str, data_dir: str | None, threads: str, steps: int, out: str | None) -> None:
     """Each phase of a sparse training step against the machine's measured memory bandwidth (run it on a quiet
     machine): bytes per sample (counted), time per sample (measured), achieved GB/s and its share of the probes."""
-    from harness.roofline import format_table, measure, write
+    from harness.study.roofline import format_table, measure, write
 
     results = []
     for count in _split(threads, int):
@@ -455,7 +455,7 @@ def ceiling_command(dataset: str, data_dir: str | None, run_dir: str | None, tes
 
     from dslide.data.registry import dataset_paths
     from dslide.data.xc_format import load_dataset
-    from harness.ceiling import by_centre_count, model_topk, one_feature_per_point
+    from harness.study.ceiling import by_centre_count, model_topk, one_feature_per_point
 
     train_path, test_path = dataset_paths(dataset, Path(data_dir) if data_dir else None)
     train, test = load_dataset(train_path), load_dataset(test_path)

@@ -159,7 +159,7 @@ def realism(dataset: str, test_file: Path | None, data_dir: str | None, figure: 
     from dslide.data.registry import REAL, dataset_paths, known_names
     from dslide.data.registry import data_dir as resolve
     from dslide.data.xc_format import DatasetFormatError, load_dataset
-    from harness.realism import assess, draw, format_rows, write_json
+    from harness.study.realism import assess, draw, format_rows, write_json
 
     path = Path(dataset)
     if path.is_file():
@@ -180,8 +180,8 @@ def realism(dataset: str, test_file: Path | None, data_dir: str | None, figure: 
     if run_dir is not None:
         import numpy as np
 
-        from harness.ceiling import model_topk
-        from harness.realism import MODEL, judge, model_statistics
+        from harness.study.ceiling import model_topk
+        from harness.study.realism import MODEL, judge, model_statistics
 
         top5 = model_topk(run_dir, test.subset(np.arange(min(test_points, len(test)))), k=5)
         rows += judge(model_statistics(train, top5), MODEL, full_size=True)

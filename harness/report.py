@@ -20,10 +20,10 @@ from typing import Any
 from harness import costmodel, equal_accuracy
 from harness.cluster.rates import parse_rate
 from harness.costmodel import AMAZON_670K, AMAZON_670K_TRAIN_POINTS, ClusterShape
-from harness.experiments import PROFILES, Point, describe, experiments
 from harness.measured import Measured, accuracy_over_time, measure, model_shape, other_machines, select
-from harness.reproduce import read_manifest
 from harness.run.store import machine_id
+from harness.study.experiments import PROFILES, Point, describe, experiments
+from harness.study.reproduce import read_manifest
 
 PAPER = {
     "speedup_2x8_1gbit": 80.0,  # "up to 80x faster than Horovod on 2 nodes (16 cores) at 1 Gbit/s"
@@ -888,7 +888,7 @@ def profile_section(profile: str, manifest: dict[str, Any], source: Source, figu
 
 
 def invocations_text(manifest: dict[str, Any]) -> str:
-    from harness.reproduce import manifest_invocations
+    from harness.study.reproduce import manifest_invocations
 
     parts = []
     for i in manifest_invocations(manifest):

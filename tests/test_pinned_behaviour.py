@@ -169,9 +169,9 @@ def test_every_harness_command_s_help():
 
 
 def test_the_report_of_the_fixture_records_and_the_reproduction_plans(results, tmp_path, monkeypatch):  # noqa: F811
-    from harness.experiments import PROFILES, plan
     from harness.report import write_report
     from harness.run.store import machine_id
+    from harness.study.experiments import PROFILES, plan
 
     monkeypatch.setenv("DSLIDE_DATA_DIR", str(tmp_path / "no-data"))  # the commonest labels: n/a, whatever is cached
     text = write_report(results / "runs", results).read_text()

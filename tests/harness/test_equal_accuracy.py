@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from harness.equal_accuracy import Curve, comparisons, curves, target
-from harness.experiments import plan
 from harness.measured import Measured
+from harness.study.experiments import plan
 from tests.harness.test_report import fixture_record
 
 

@@ -8,10 +8,10 @@ import pytest
 
 from harness.cluster.rates import parse_rate
 from harness.costmodel import AMAZON_670K, dslide_step_bytes, step_bytes
-from harness.experiments import plan
 from harness.report import write_report
-from harness.reproduce import manifest_path, write_json_atomically
 from harness.run.store import append_record, machine_id, validate
+from harness.study.experiments import plan
+from harness.study.reproduce import manifest_path, write_json_atomically
 
 PARAMS = 103_838_219
 

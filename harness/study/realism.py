@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 
 from dslide.data.dataset import SparseDataset
-from harness.ceiling import count_predictor_p_at_1, hits, one_feature_per_point
 from harness.report import pyplot, save_figure
+from harness.study.ceiling import count_predictor_p_at_1, hits, one_feature_per_point
 
 XC_REPO = "Extreme Classification Repository (Bhatia et al.)"
 NOTES = "estimate from a power law with the published mean (docs/data.md)"

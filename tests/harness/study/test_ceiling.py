@@ -5,7 +5,7 @@ import pytest
 
 from dslide.data.dataset import SparseDataset
 from dslide.data.text_corpus import skipgram_dataset
-from harness.ceiling import by_centre_count, count_predictor, count_predictor_p_at_1
+from harness.study.ceiling import by_centre_count, count_predictor, count_predictor_p_at_1
 
 
 def test_the_commonest_context_is_predicted_and_scored_like_a_loop_would():

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from harness.cluster.rates import parse_rate
-from harness.experiments import BATCH, PROFILES, RatioRate, experiments, plan
 from harness.run.spec import RunSpec
+from harness.study.experiments import BATCH, PROFILES, RatioRate, experiments, plan
 
 
 @pytest.mark.parametrize("profile", PROFILES)
@@ -109,8 +109,8 @@ def test_reproduce_resumes_recorded_points_and_writes_manifest_and_report(tmp_pa
     """Points whose ok record exists are skipped by the harness sweep; the manifest and the report are written."""
     from rich.console import Console
 
-    from harness.reproduce import read_manifest, reproduce
     from harness.run.store import append_record
+    from harness.study.reproduce import read_manifest, reproduce
     from tests.harness.test_report import fixture_record
 
     out = tmp_path / "results"

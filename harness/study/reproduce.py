@@ -19,10 +19,10 @@ from typing import Any
 
 from rich.console import Console
 
-from harness.experiments import Point, datasets, describe, plan
 from harness.run.spec import RunError, RunSpec
 from harness.run.store import RecordError
-from harness.sweep import sweep
+from harness.study.experiments import Point, datasets, describe, plan
+from harness.study.sweep import sweep
 
 
 def manifest_path(out: Path, profile: str) -> Path:
@@ -81,7 +81,7 @@ def spec_for(point: Point, out: Path, data_dir: str | None, work_root: Path | No
 
 
 def run_point(point: Point, out: Path, data_dir: str | None, work_root: Path | None, console: Console) -> str:
-    """One point through `harness.sweep` (which skips it when recorded); returns ok/failed/timeout/skipped/error."""
+    """One point through the sweep (which skips it when recorded); returns ok/failed/timeout/skipped/error."""
     base = spec_for(point, out, data_dir, work_root)
     try:
         made = sweep(base, [point.system], [point.nodes], [point.cores_per_node], [point.bandwidth], point.budget_s,

@@ -14,7 +14,7 @@ from dslide.comm import Communicator
 from dslide.config import LSHConfig, NetworkConfig, SamplingConfig, ScheduleConfig, TrainConfig
 from dslide.data.synthetic import XCParams, generate
 from dslide.network import Batch, Network
-from harness.roofline import PHASES, PhaseClock, counted_bytes, phased_step, probe_bandwidth
+from harness.study.roofline import PHASES, PhaseClock, counted_bytes, phased_step, probe_bandwidth
 
 
 def twin_networks():

@@ -7,7 +7,7 @@ import pytest
 
 from dslide.data.dataset import SparseDataset
 from dslide.data.text_corpus import skipgram_dataset, split_points
-from harness.realism import AMAZON_670K, judge, popularity_p1, text_statistics, xc_statistics
+from harness.study.realism import AMAZON_670K, judge, popularity_p1, text_statistics, xc_statistics
 
 
 def xc(labels: list[list[int]], features: list[list[int]], num_labels: int = 6, num_features: int = 10):
@@ -76,7 +76,7 @@ def test_popularity_on_an_empty_test_set():
 
 
 def test_model_statistics_by_hand():
-    from harness.realism import model_statistics
+    from harness.study.realism import model_statistics
 
     # training counts: label 0 x3, 1 x2, 2 x1; the 300 / 1,000 commonest are then every label that occurs first
     train = xc([[0, 1], [0], [0, 1, 2]], [[1], [2], [3]])

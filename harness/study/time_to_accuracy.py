@@ -20,7 +20,7 @@ Arms (all on one node, the same threads):
 Figures: P@1 and train_seconds are *measured* (clocks; evaluation time excluded); the target is 90% of the
 best epoch-end P@1 any arm reached, and an arm's time to it is the first held-out evaluation at or above it
 (*measured*, at evaluation granularity). On skip-gram sets the summary also holds `count_predictor_p@1`
-(*computed*, harness/ceiling.py): what memorising the training co-occurrences scores, the data's ceiling.
+(*computed*, harness/study/ceiling.py): what memorising the training co-occurrences scores, the data's ceiling.
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ from typing import Any
 
 import click
 
-from harness.experiments import LEARNED_HASH_ARGS
 from harness.run.store import git_commit, machine_info
+from harness.study.experiments import LEARNED_HASH_ARGS
 
 ARMS: dict[str, list[str]] = {
     "defaults": [],
@@ -136,12 +136,12 @@ def summarise(arms: list[dict[str, Any]], dataset: str, threads: int) -> dict[st
 
 
 def count_predictor(dataset: str, test_points: int) -> float | None:
-    """The data's own ceiling on the arms' test points (skip-gram sets only; harness/ceiling.py)."""
+    """The data's own ceiling on the arms' test points (skip-gram sets only; harness/study/ceiling.py)."""
     import numpy as np
 
     from dslide.data.registry import dataset_paths
     from dslide.data.xc_format import load_dataset
-    from harness.ceiling import count_predictor_p_at_1, one_feature_per_point
+    from harness.study.ceiling import count_predictor_p_at_1, one_feature_per_point
 
     try:
         train_path, test_path = dataset_paths(dataset, make=False)

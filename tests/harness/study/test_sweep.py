@@ -6,7 +6,7 @@ import pytest
 
 from harness.run.spec import RunSpec
 from harness.run.store import read_records
-from harness.sweep import points, sweep
+from harness.study.sweep import points, sweep
 
 
 def test_single_node_systems_run_once_per_cores_and_bandwidth():

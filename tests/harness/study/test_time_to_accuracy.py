@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from harness.time_to_accuracy import collect, summarise
+from harness.study.time_to_accuracy import collect, summarise
 
 
 def write_run(work, epochs):
@@ -31,7 +31,7 @@ def test_curves_are_cumulative_and_time_to_target_is_the_first_crossing(tmp_path
 
 
 def test_collect_only_keeps_the_arm_arguments_and_skips_the_ceiling_without_data(tmp_path):
-    from harness.time_to_accuracy import run
+    from harness.study.time_to_accuracy import run
 
     write_run(tmp_path / "defaults", [(10.0, [(5.0, 0.3), (10.0, 0.5)], 0.5)])
     summary = run("no-such-dataset", 1, 2, tmp_path, ["defaults"], 100, 100, collect_only=True,
@@ -44,7 +44,7 @@ def test_the_uniform_and_exact_arms_need_the_defaults_arm_first(tmp_path):
     import click
     import pytest
 
-    from harness.time_to_accuracy import run
+    from harness.study.time_to_accuracy import run
 
     for arm, what in (("uniform", "active count"), ("exact", "retrieved count")):
         with pytest.raises(click.UsageError, match=what):

@@ -315,7 +315,7 @@ def figure(results: list[Roofline], path: Path) -> None:
 
 def write(results: list[Roofline], out: Path) -> None:
     """OUT/roofline.json (atomically) and OUT/roofline.png."""
-    from harness.reproduce import write_json_atomically
+    from harness.study.reproduce import write_json_atomically
 
     write_json_atomically(out / "roofline.json", as_json(results))
     figure(results, out / "roofline.png")
