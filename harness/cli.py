@@ -329,7 +329,7 @@ def reproduce_command(profile: str, out: str, only: str, data_dir: str | None, w
 def report_command(runs: str, out: str) -> None:
     """Write the report (tables beside the paper's claims, figures, cost model) from recorded runs."""
 
-    from harness.report import write_report
+    from harness.report.document import write_report
 
     click.echo(f"report: {write_report(Path(runs), Path(out))}")
 

@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 
-from tests.harness.test_report import results  # noqa: F401 (the report's fixture records, reused)
+from tests.harness.report.test_report import results  # noqa: F401 (the report's fixture records, reused)
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = Path(__file__).resolve().parent / "pinned"
@@ -169,7 +169,7 @@ def test_every_harness_command_s_help():
 
 
 def test_the_report_of_the_fixture_records_and_the_reproduction_plans(results, tmp_path, monkeypatch):  # noqa: F811
-    from harness.report import write_report
+    from harness.report.document import write_report
     from harness.run.store import machine_id
     from harness.study.experiments import PROFILES, plan
 

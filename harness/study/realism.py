@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from dslide.data.dataset import SparseDataset
-from harness.report import pyplot, save_figure
+from harness.plotting import pyplot, save_figure
 from harness.study.ceiling import count_predictor_p_at_1, hits, one_feature_per_point
 
 XC_REPO = "Extreme Classification Repository (Bhatia et al.)"

@@ -101,7 +101,7 @@ def reproduce(
     console: Console | None = None,
 ) -> dict[str, Any]:
     """Make the data, run every missing point of `profile` (or of the experiments in `only`), write the report."""
-    from harness.report import write_report
+    from harness.report.document import write_report
 
     console = console or Console(stderr=True)
     points = plan(profile)

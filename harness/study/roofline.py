@@ -293,7 +293,7 @@ def as_json(results: list[Roofline]) -> dict[str, Any]:
 
 
 def figure(results: list[Roofline], path: Path) -> None:
-    from harness.report import pyplot, save_figure
+    from harness.plotting import pyplot, save_figure
 
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 3.8))

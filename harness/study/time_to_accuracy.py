@@ -154,7 +154,7 @@ def count_predictor(dataset: str, test_points: int) -> float | None:
 
 
 def plot(summary: dict[str, Any], path: Path) -> None:
-    from harness.report import pyplot, save_figure
+    from harness.plotting import pyplot, save_figure
 
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.2))

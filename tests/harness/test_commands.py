@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.harness.test_report import results  # noqa: F401 (the report's fixture records, reused)
+from tests.harness.report.test_report import results  # noqa: F401 (the report's fixture records, reused)
 
 ROOT = Path(__file__).resolve().parents[2]
 TTA = ROOT / "results" / "time-to-accuracy" / "catalog" / "amazon670k-medium"

@@ -111,7 +111,7 @@ def test_reproduce_resumes_recorded_points_and_writes_manifest_and_report(tmp_pa
 
     from harness.run.store import append_record
     from harness.study.reproduce import read_manifest, reproduce
-    from tests.harness.test_report import fixture_record
+    from tests.harness.report.test_report import fixture_record
 
     out = tmp_path / "results"
     rq4 = [p for p in plan("quick") if p.experiment == "rq4"]

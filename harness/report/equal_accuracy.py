@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.measured import Measured, accuracy_over_time, model_shape, select
+from harness.plotting import pyplot
+from harness.report.measured import Measured, accuracy_over_time, model_shape, select
 
 TARGET_SHARE = 0.9
 LEARNED_ARM = "dslide-learned"  # D-SLIDE with learned hash functions: drawn and tabled, not part of the target
@@ -130,8 +131,6 @@ def comparisons(measured: list[Measured], rule: str = "best") -> list[Comparison
 
 def figure(measured: list[Measured], popularity: float | None, path: Path, save: Any) -> bool:
     """P@1 against training seconds, one panel per rate of the `tta` runs (the paper's figure style)."""
-    from harness.report import pyplot
-
     panels = [(m.point.nodes, m.point.bandwidth, m.point.rate_kind) for m in select(measured, "tta", "dslide") if m.ok]
     if not panels:
         return False

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness.cluster.launch import mpiexec_path
-from harness.costmodel import (
+from harness.report.costmodel import (
     AMAZON_670K,
     AMAZON_670K_TRAIN_POINTS,
     LINK_EFFICIENCY,
@@ -118,7 +118,7 @@ def test_prediction_adds_compute_share_and_link_time():
 
 # Runs this project recorded on its 2-core machine (harness reproduce --profile default; results/reference/): the
 # model is fitted on some and must predict the others, which it never saw.
-RECORDED = Path(__file__).resolve().parents[2] / "results" / "reference" / "vm-0035969e" / "runs"
+RECORDED = Path(__file__).resolve().parents[3] / "results" / "reference" / "vm-0035969e" / "runs"
 
 
 def recorded(name: str) -> list[dict]:

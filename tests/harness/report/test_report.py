@@ -7,8 +7,8 @@ import json
 import pytest
 
 from harness.cluster.rates import parse_rate
-from harness.costmodel import AMAZON_670K, dslide_step_bytes, step_bytes
-from harness.report import write_report
+from harness.report.costmodel import AMAZON_670K, dslide_step_bytes, step_bytes
+from harness.report.document import write_report
 from harness.run.store import append_record, machine_id, validate
 from harness.study.experiments import plan
 from harness.study.reproduce import manifest_path, write_json_atomically
@@ -149,7 +149,7 @@ def test_commonest_label_precision_is_counted_on_the_evaluated_points(tmp_path, 
 
     from dslide.data.registry import make_preset_files
     from dslide.data.xc_format import load_dataset
-    from harness.report import commonest_label_precision
+    from harness.report.popularity import commonest_label_precision
 
     monkeypatch.setenv("DSLIDE_DATA_DIR", str(tmp_path))
     train_path, test_path = make_preset_files("tiny", tmp_path)
@@ -165,7 +165,7 @@ def test_commonest_label_precision_is_counted_on_the_evaluated_points(tmp_path, 
 
 
 def test_repeats_of_a_point_are_one_measurement_with_the_median(tmp_path):
-    from harness.measured import measure
+    from harness.report.measured import measure
 
     rq3 = [p for p in plan("default", machine_cores=2) if p.experiment == "rq3" and p.arm == "dslide"]
     one = [p for p in rq3 if p.nodes == 2 and p.bandwidth == "1gbit"]
@@ -224,7 +224,7 @@ def test_the_text8_profile_fills_the_text8_row_of_the_first_table(results):
 
 def test_the_cpu_line_names_every_cpu_the_records_name():
     """One machine id can span hosts (a moved VM): the report must not print the first record's CPU for all."""
-    from harness.report import cpu_text
+    from harness.report.formatting import cpu_text
 
     def rec(cpu: str) -> dict:
         return {"machine": {"cpu_model": cpu}}
@@ -237,10 +237,10 @@ def test_the_cpu_line_names_every_cpu_the_records_name():
 def test_figures_plot_the_hand_computed_values(results, monkeypatch):
     """What each figure draws (read back from its axes as it is saved), against values worked out by hand from the
     fixture records: Horovod's median 2-node step of 12 s over D-SLIDE's 0.11 s, 157 steps an epoch, the bytes."""
-    from harness import report
+    from harness.report import figures
 
     drawn: dict[str, dict[str, tuple[list, list]]] = {}
-    save = report.save_figure
+    save = figures.save_figure
 
     def capture(fig, path):
         drawn[path.name.removeprefix("this-machine-quick-")] = {
@@ -250,7 +250,7 @@ def test_figures_plot_the_hand_computed_values(results, monkeypatch):
         }
         save(fig, path)
 
-    monkeypatch.setattr(report, "save_figure", capture)
+    monkeypatch.setattr(figures, "save_figure", capture)
     write_report(results / "runs", results)
     speedup = drawn["speedup.png"]
     assert speedup["|1gbit measured"][0] == [2]

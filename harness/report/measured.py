@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.cluster.rates import parse_rate
-from harness.costmodel import ModelShape
+from harness.report.costmodel import ModelShape
 from harness.run.record import extrapolate_epoch, link_bytes_per_training_step, training_steps
 from harness.run.store import read_records, record_machine
 from harness.study.experiments import Point

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from harness.equal_accuracy import Curve, comparisons, curves, target
-from harness.measured import Measured
+from harness.report.equal_accuracy import Curve, comparisons, curves, target
+from harness.report.measured import Measured
 from harness.study.experiments import plan
-from tests.harness.test_report import fixture_record
+from tests.harness.report.test_report import fixture_record
 
 
 def test_the_time_to_a_target_is_the_first_epoch_end_at_or_above_it():
