@@ -311,9 +311,15 @@ def slurm_script_command(nodes: int, cores: int, time_limit: str, partition: str
 def reproduce_command(profile: str, out: str, only: str, data_dir: str | None, work_dir: str | None) -> None:
     """Generate the data, run the paper's experiments (resumable), write OUT/REPORT.md with figures."""
 
+    from rich.console import Console
+
+    from harness.report.document import write_report
     from harness.study.reproduce import reproduce
 
-    manifest = reproduce(profile, Path(out), data_dir, Path(work_dir) if work_dir else None, tuple(_split(only)))
+    console = Console(stderr=True)
+    manifest = reproduce(profile, Path(out), data_dir, Path(work_dir) if work_dir else None, tuple(_split(only)),
+                         console)  # fmt: skip
+    console.print(f"report: {write_report(Path(out) / 'runs', Path(out))}")
     selected = _split(only)
     outcomes = [p["outcome"] for p in manifest["points"] if not selected or p["experiment"] in selected]
     bad = [o for o in outcomes if o not in ("ok", "skipped (recorded)")]

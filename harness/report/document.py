@@ -33,8 +33,8 @@ from harness.report.sections import (
     section_tta,
 )
 from harness.run.store import machine_id
-from harness.study.experiments import PROFILES, Point, describe, experiments
-from harness.study.reproduce import read_manifest
+from harness.study.experiments import PROFILES, describe, experiments
+from harness.study.manifest import manifest_invocations, planned_points, read_manifest
 
 
 @dataclasses.dataclass(frozen=True)
@@ -168,8 +168,6 @@ def profile_section(profile: str, manifest: dict[str, Any], source: Source, figu
 
 
 def invocations_text(manifest: dict[str, Any]) -> str:
-    from harness.study.reproduce import manifest_invocations
-
     parts = []
     for i in manifest_invocations(manifest):
         end = f"finished {i['finished_at']}" if i.get("finished_at") else "not finished"
@@ -181,14 +179,6 @@ def invocations_text(manifest: dict[str, Any]) -> str:
 def _commit(record: dict[str, Any]) -> str:
     git = record.get("git") or {}
     return str(git.get("commit"))[:10] + (" (with uncommitted changes)" if git.get("dirty") else "")
-
-
-def planned_points(manifest: dict[str, Any]) -> list[Point]:
-    """The points the reproduction planned, as it wrote them to its manifest."""
-    fields = {f.name for f in dataclasses.fields(Point)}
-    return [
-        Point(**{k: tuple(v) if k == "args" else v for k, v in p.items() if k in fields}) for p in manifest["points"]
-    ]
 
 
 def write_report(runs: Path, out: Path) -> Path:

@@ -1,17 +1,16 @@
-"""`harness reproduce`: data, every point of a profile's plan through the harness sweep, then the report.
+"""`harness reproduce`: data, every point of a profile's plan through the harness sweep (the command then writes
+the report from the records).
 
 Resumable: the sweep skips points whose ok record is already in OUT/runs/<experiment>-<arm>.jsonl, so an
 interrupted reproduction continues where it stopped. OUT/reproduce-<profile>.json (written atomically) says
 what was planned, each point's latest outcome (ok, failed, timeout, skipped (recorded), error: ...), and when
-each invocation started and finished.
+each invocation started and finished (manifest.py).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -22,30 +21,8 @@ from rich.console import Console
 from harness.run.spec import RunError, RunSpec
 from harness.run.store import RecordError
 from harness.study.experiments import Point, datasets, describe, plan
+from harness.study.manifest import manifest_invocations, manifest_path, read_manifest, write_json_atomically
 from harness.study.sweep import sweep
-
-
-def manifest_path(out: Path, profile: str) -> Path:
-    return out / f"reproduce-{profile}.json"
-
-
-def write_json_atomically(path: Path, data: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=1)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def read_manifest(out: Path, profile: str) -> dict[str, Any] | None:
-    path = manifest_path(out, profile)
-    return json.loads(path.read_text()) if path.exists() else None
 
 
 def make_data(profile: str, data_dir: str | None, console: Console) -> None:
@@ -100,9 +77,8 @@ def reproduce(
     only: tuple[str, ...] = (),
     console: Console | None = None,
 ) -> dict[str, Any]:
-    """Make the data, run every missing point of `profile` (or of the experiments in `only`), write the report."""
-    from harness.report.document import write_report
-
+    """Make the data and run every missing point of `profile` (or of the experiments in `only`); returns the
+    manifest."""
     console = console or Console(stderr=True)
     points = plan(profile)
     old = read_manifest(out, profile)
@@ -127,23 +103,12 @@ def reproduce(
         write_json_atomically(manifest_path(out, profile), manifest)
     invocation["finished_at"] = _now()
     write_json_atomically(manifest_path(out, profile), manifest)
-    report = write_report(out / "runs", out)
-    console.print(f"report: {report}")
     return manifest
 
 
 def _point_key(point: dict[str, Any]) -> str:
     return json.dumps({k: list(v) if isinstance(v, tuple) else v for k, v in point.items() if k != "outcome"},
                       sort_keys=True)  # fmt: skip
-
-
-def manifest_invocations(manifest: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """Earlier invocations of the profile (a manifest from before `invocations` had one, at its top level)."""
-    if not manifest:
-        return []
-    if "invocations" in manifest:
-        return manifest["invocations"]
-    return [{"started_at": manifest.get("started_at"), "finished_at": manifest.get("finished_at"), "only": []}]
 
 
 def _now() -> str:

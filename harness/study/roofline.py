@@ -28,6 +28,10 @@ from typing import Any
 import numba
 import numpy as np
 
+from harness.plotting import pyplot, save_figure
+from harness.run.store import git_commit, machine_info
+from harness.study.manifest import write_json_atomically
+
 FLOAT = 4
 INDEX = 4
 PHASES = ("input forward", "rebuild (amortised)", "select", "output forward", "softmax", "output backward + Adam",
@@ -287,14 +291,10 @@ def format_table(result: Roofline) -> str:
 
 
 def as_json(results: list[Roofline]) -> dict[str, Any]:
-    from harness.run.store import git_commit, machine_info
-
     return {"machine": machine_info(), "code": git_commit(), "results": [asdict(r) for r in results]}
 
 
 def figure(results: list[Roofline], path: Path) -> None:
-    from harness.plotting import pyplot, save_figure
-
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 3.8))
     width = 0.8 / max(len(results), 1)
@@ -315,7 +315,5 @@ def figure(results: list[Roofline], path: Path) -> None:
 
 def write(results: list[Roofline], out: Path) -> None:
     """OUT/roofline.json (atomically) and OUT/roofline.png."""
-    from harness.study.reproduce import write_json_atomically
-
     write_json_atomically(out / "roofline.json", as_json(results))
     figure(results, out / "roofline.png")

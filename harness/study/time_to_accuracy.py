@@ -33,6 +33,7 @@ from typing import Any
 
 import click
 
+from harness.plotting import pyplot, save_figure
 from harness.run.store import git_commit, machine_info
 from harness.study.experiments import LEARNED_HASH_ARGS
 
@@ -154,8 +155,6 @@ def count_predictor(dataset: str, test_points: int) -> float | None:
 
 
 def plot(summary: dict[str, Any], path: Path) -> None:
-    from harness.plotting import pyplot, save_figure
-
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.2))
     for arm in summary["arms"]:

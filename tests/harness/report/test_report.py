@@ -11,7 +11,7 @@ from harness.report.costmodel import AMAZON_670K, dslide_step_bytes, step_bytes
 from harness.report.document import write_report
 from harness.run.store import append_record, machine_id, validate
 from harness.study.experiments import plan
-from harness.study.reproduce import manifest_path, write_json_atomically
+from harness.study.manifest import manifest_path, write_json_atomically
 
 PARAMS = 103_838_219
 

@@ -107,25 +107,31 @@ def test_unknown_profile_is_refused():
 
 def test_reproduce_resumes_recorded_points_and_writes_manifest_and_report(tmp_path):
     """Points whose ok record exists are skipped by the harness sweep; the manifest and the report are written."""
-    from rich.console import Console
+    from click.testing import CliRunner
 
+    from harness.cli import main
     from harness.run.store import append_record
-    from harness.study.reproduce import read_manifest, reproduce
+    from harness.study.manifest import read_manifest
     from tests.harness.report.test_report import fixture_record
+
+    def reproduce(only: str) -> dict:
+        args = ["reproduce", "--profile", "quick", "--out", str(out), "--data-dir", str(tmp_path / "data"), "--only"]
+        result = CliRunner().invoke(main, [*args, only])
+        assert result.exit_code == 0, result.output
+        return read_manifest(out, "quick")
 
     out = tmp_path / "results"
     rq4 = [p for p in plan("quick") if p.experiment == "rq4"]
     for i, p in enumerate(rq4):
         append_record(out / "runs" / f"{p.records_name}.jsonl", fixture_record(p, 0.1, 0.1, f"r{i}"))
-    quiet = Console(quiet=True)
-    manifest = reproduce("quick", out, data_dir=str(tmp_path / "data"), only=("rq4",), console=quiet)
+    manifest = reproduce("rq4")
     outcomes = {(p["experiment"], p["arm"]): p["outcome"] for p in manifest["points"]}
     assert [outcomes[("rq4", p.arm)] for p in rq4] == ["skipped (recorded)"] * len(rq4)
     assert outcomes[("rq1", "dslide")] == "pending"  # the whole plan is listed; only rq4 was run
-    assert read_manifest(out, "quick")["invocations"][-1]["finished_at"]
+    assert manifest["invocations"][-1]["finished_at"]
     assert "## RQ4" in (out / "REPORT.md").read_text()
     assert (tmp_path / "data" / "small" / "train.txt").is_file()  # the data step made the preset
-    again = reproduce("quick", out, data_dir=str(tmp_path / "data"), only=("rq5-none",), console=quiet)
+    again = reproduce("rq5-none")
     assert [i["only"] for i in again["invocations"]] == [["rq4"], ["rq5-none"]]  # history kept
     assert {(p["experiment"], p["arm"]): p["outcome"] for p in again["points"]} == outcomes  # outcomes kept
 
