@@ -1,4 +1,5 @@
-"""`harness data ...`: fetch real datasets, make synthetic ones, into the data directory."""
+"""`harness data ...`: fetch real datasets, make synthetic ones, into the data directory (each command imports what
+it runs when it runs: dslide's data modules load numba)."""
 
 from __future__ import annotations
 
