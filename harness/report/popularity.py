@@ -26,7 +26,7 @@ def evaluated_points(point: Point) -> int | None:
 def commonest_label_precision(dataset: str, test_points: int | None) -> tuple[float, float] | None:
     """P@1 and P@5 of always predicting the 5 commonest training labels, on the test points a run evaluates:
     the accuracy a model reaches by label popularity alone. None when the data is not in the data directory."""
-    from dslide.data.registry import data_dir
+    from dslide.data.directory import data_dir
 
     return _commonest_label_precision(dataset, test_points, data_dir())
 

@@ -27,8 +27,8 @@ from harness.study.sweep import sweep
 
 def make_data(profile: str, data_dir: str | None, console: Console) -> None:
     """Generate the synthetic presets the profile uses (if missing); fetch real datasets (if missing)."""
+    from dslide.data.directory import data_dir as resolve
     from dslide.data.registry import REAL, DatasetNotAvailableError, dataset_paths
-    from dslide.data.registry import data_dir as resolve
 
     root = resolve(data_dir)
     for name in datasets(profile):
