@@ -10,7 +10,7 @@ from typing import Any
 
 def pyplot() -> Any:
     """matplotlib's pyplot on the file-only Agg backend (no display needed)."""
-    import matplotlib
+    import matplotlib  # deferred: slow to import, and most commands draw nothing
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

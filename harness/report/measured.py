@@ -32,7 +32,7 @@ def record_epoch_s(record: dict[str, Any]) -> float | None:
 
 def model_shape(point: Point) -> ModelShape:
     """The network a point trains: its dataset's features and labels, its hidden width."""
-    from dslide.data.registry import REAL
+    from dslide.data.registry import REAL  # deferred: dslide.data loads numba
     from dslide.data.synthetic import PRESETS
 
     spec = REAL.get(point.dataset) or PRESETS[point.dataset]

@@ -26,7 +26,7 @@ def evaluated_points(point: Point) -> int | None:
 def commonest_label_precision(dataset: str, test_points: int | None) -> tuple[float, float] | None:
     """P@1 and P@5 of always predicting the 5 commonest training labels, on the test points a run evaluates:
     the accuracy a model reaches by label popularity alone. None when the data is not in the data directory."""
-    from dslide.data.directory import data_dir
+    from dslide.data.directory import data_dir  # deferred: dslide.data loads numba
 
     return _commonest_label_precision(dataset, test_points, data_dir())
 
@@ -34,7 +34,7 @@ def commonest_label_precision(dataset: str, test_points: int | None) -> tuple[fl
 @functools.cache
 def _commonest_label_precision(dataset: str, test_points: int | None, root: Path) -> tuple[float, float] | None:
     """Cached per data directory: the report asks for the same points in many rows, and each call reads the data."""
-    import numpy as np
+    import numpy as np  # deferred, with dslide.data, which loads numba
 
     from dslide.data.registry import dataset_paths
     from dslide.data.xc_format import load_dataset

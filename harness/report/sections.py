@@ -204,7 +204,7 @@ PROTOTYPE_TEXT = "the earlier prototype generator (far easier than the real set:
 
 def data_text(datasets: list[str]) -> str:
     """What the profile's data stand for, from the datasets its records name."""
-    from dslide.data.synthetic import PRESETS
+    from dslide.data.synthetic import PRESETS  # deferred: dslide.data loads numba
 
     def size(name: str) -> str:
         train = getattr(PRESETS.get(name), "num_train", None)

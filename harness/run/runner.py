@@ -27,6 +27,8 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
+from baselines.env import baseline_command, baseline_python
+from baselines.env import mpiexec as baseline_mpiexec
 from harness.cluster import launch, slurm
 from harness.cluster.emulated import Cluster, emulation_problem
 from harness.cluster.hosts import Hosts, over_ssh
@@ -43,7 +45,7 @@ def resolve_data(spec: RunSpec) -> tuple[str | None, str | None]:
     if spec.system == "payload":
         return None, None
     if spec.dataset:
-        from dslide.data.registry import dataset_paths
+        from dslide.data.registry import dataset_paths  # deferred: dslide.data loads numba
 
         try:
             train, test = dataset_paths(spec.dataset, Path(spec.data_dir) if spec.data_dir else None)
@@ -67,9 +69,6 @@ def system_program(spec: RunSpec, train: str | None, test: str | None, work: Pat
     common += spec.system_args
     if spec.system == "dslide":
         return [sys.executable, "-m", "dslide.cli", "train", *common], launch.mpiexec_path()  # type: ignore[list-item]
-    from baselines.env import baseline_command, baseline_python
-    from baselines.env import mpiexec as baseline_mpiexec
-
     if not baseline_python().exists():
         raise RunError(f"the baseline environment is missing ({baseline_python()}): build it with `nox -s horovod`")
     # Horovod was built against the baseline venv's MPICH: its own mpiexec must launch it.

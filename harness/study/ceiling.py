@@ -79,7 +79,7 @@ def by_centre_count(
 
 def model_topk(run_dir: Path, test: SparseDataset, k: int = 1, batch: int = 1000) -> np.ndarray:
     """(points, k): the top-k labels of a single-rank run's latest checkpoint (exact scores) for every test point."""
-    from dslide.comm import Communicator
+    from dslide.comm import Communicator  # deferred: loads mpi4py, which only this function needs
     from dslide.network import Batch, Network
 
     net, _ = Network.from_run(run_dir, Communicator())

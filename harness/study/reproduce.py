@@ -27,7 +27,7 @@ from harness.study.sweep import sweep
 
 def make_data(profile: str, data_dir: str | None, console: Console) -> None:
     """Generate the synthetic presets the profile uses (if missing); fetch real datasets (if missing)."""
-    from dslide.data.directory import data_dir as resolve
+    from dslide.data.directory import data_dir as resolve  # deferred: dslide.data loads numba
     from dslide.data.registry import REAL, DatasetNotAvailableError, dataset_paths
 
     root = resolve(data_dir)

@@ -200,7 +200,7 @@ class Roofline:
 def measure(dataset: str, threads: int, steps: int = 40, warmup: int = 5, data_dir: Path | None = None,
             hidden: int = 128, batch_size: int = 128) -> Roofline:  # fmt: skip
     """Probes, then `warmup` untimed and `steps` timed phased steps of the engine's defaults on `dataset`."""
-    from dslide.comm import Communicator
+    from dslide.comm import Communicator  # deferred: mpi4py and the engine load only to measure
     from dslide.config import NetworkConfig, TrainConfig
     from dslide.data.batching import batches
     from dslide.data.registry import dataset_paths

@@ -55,7 +55,7 @@ def run_arm(
     arm: str, dataset: str, epochs: int, threads: int, out: Path, extra: list[str], eval_slice: int, test_points: int
 ) -> dict[str, Any]:
     """Train one arm (resuming an interrupted one) and return its metrics and held-out curve."""
-    from dslide.data.batching import num_batches
+    from dslide.data.batching import num_batches  # deferred: dslide.data loads numba
     from dslide.data.registry import dataset_paths
 
     train_path, _ = dataset_paths(dataset)
@@ -138,7 +138,7 @@ def summarise(arms: list[dict[str, Any]], dataset: str, threads: int) -> dict[st
 
 def count_predictor(dataset: str, test_points: int) -> float | None:
     """The data's own ceiling on the arms' test points (skip-gram sets only; harness/study/ceiling.py)."""
-    import numpy as np
+    import numpy as np  # deferred, with dslide.data (numba) and the ceiling: --collect-only needs none
 
     from dslide.data.registry import dataset_paths
     from dslide.data.xc_format import load_dataset
