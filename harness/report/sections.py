@@ -151,8 +151,8 @@ def section_model(model: Model) -> list[str]:
              "epoch time = steps x (core-seconds per step / cores + bytes a rank sends per step / (rate x link "
              "efficiency)); a rank's compute fitted as serial + parallel / P core-seconds over the measured runs "
              "(*measured*), bytes from the formulas (*computed*; Horovod with its IndexedSlices first layer), no "
-             f"latency term; compute assumed linear in a node's cores (`harness/costmodel.py`). Link efficiency "
-             f"{efficiency} Fit:", ""]  # fmt: skip
+             "latency term; compute assumed linear in a node's cores (`harness/report/costmodel.py`). Link "
+             f"efficiency {efficiency} Fit:", ""]  # fmt: skip
     rows = [[c.system, f"{c.serial_core_s:.4g}", f"{c.parallel_core_s:.4g}",
              "n/a (one node count)" if c.free_serial_core_s is None else f"{c.free_serial_core_s:.4g}", c.source]
             for c in model.calibrations.values()]  # fmt: skip
