@@ -54,7 +54,8 @@ def lint(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def bench(session: nox.Session) -> None:
-    """Regression checks (harness/bench.py): every benchmark against the stored baseline in benchmarks/baseline/.
+    """Regression checks (harness/bench/regression.py): every benchmark against the stored baseline in
+    benchmarks/baseline/.
 
     Each benchmark's fastest round is divided by calibration probes measured beside it, so a slower or busier
     machine does not read as a regression; a benchmark over the threshold is re-run and fails only if every

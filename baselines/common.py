@@ -53,7 +53,7 @@ def dataset_files(
     if dataset:
         if train or test:
             raise click.UsageError("give either --dataset or --train/--test, not both")
-        from dslide.data.registry import data_dir as resolve_dir
+        from dslide.data.directory import data_dir as resolve_dir
         from dslide.data.registry import dataset_paths
 
         return tuple(str(p) for p in dataset_paths(dataset, resolve_dir(data_dir), make=make))

@@ -1,11 +1,11 @@
-"""Every benchmark is measured beside the calibration probes (harness/calibration.py), taken just before and
+"""Every benchmark is measured beside the calibration probes (harness/bench/calibration.py), taken just before and
 just after it; `harness bench` divides by them so a slower or busier machine does not read as a regression."""
 
 from __future__ import annotations
 
 import pytest
 
-from harness import calibration
+from harness.bench import calibration
 
 
 @pytest.fixture(autouse=True)

@@ -367,7 +367,7 @@ def _data_paths(comm, dataset, data_dir, train_path, test_path, need_test: bool 
     if dataset:
         if train_path or test_path:
             raise click.UsageError("give either --dataset or --train/--test, not both")
-        from dslide.data.registry import data_dir as resolve_dir
+        from dslide.data.directory import data_dir as resolve_dir
         from dslide.data.registry import dataset_paths
 
         # Rank 0 generates a missing synthetic preset; the others wait, then read the same files.

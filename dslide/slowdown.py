@@ -1,5 +1,5 @@
 """A test-only switch that makes one kernel do a fixed share of extra work, to show the regression check
-(`nox -s bench`, harness/bench.py) catches a slowed kernel. Off unless the environment asks for it.
+(`nox -s bench`, harness/bench/regression.py) catches a slowed kernel. Off unless the environment asks for it.
 
 DSLIDE_BENCH_SLOWDOWN=hash:0.2 makes LSH hashing (dslide/lsh/wta.py, used by DWTA) hash the first 20% of its
 rows a second time: a real extra pass through the same kernel, about 20% more hashing work. The switch is read

@@ -1,16 +1,20 @@
-"""`harness` command line: emulated clusters, runs, sweeps, reports, datasets."""
+"""`harness` command line: emulated clusters, runs, sweeps, reports, datasets.
+
+The `cluster` and `data` command groups are in cli_cluster.py and cli_data.py. Each command imports what it runs
+when it runs, so `harness --help` and the light commands do not load numba, matplotlib or mpi4py.
+"""
 
 from __future__ import annotations
 
-import json
 import shlex
 import sys
 from pathlib import Path
 
 import click
 
-from harness.data import data
-from harness.records import results_dir
+from harness.cli_cluster import cluster
+from harness.cli_data import data
+from harness.run.store import results_dir
 
 
 @click.group()
@@ -18,94 +22,8 @@ def main() -> None:
     """Measure dslide against Horovod and dense TensorFlow on emulated or real clusters."""
 
 
+main.add_command(cluster)
 main.add_command(data)
-
-
-@main.group()
-def cluster() -> None:
-    """Emulated clusters for manual use (network namespaces + tc; needs root)."""
-
-
-@cluster.command("up")
-@click.option("--nodes", type=click.IntRange(1, 253), required=True)
-@click.option("--bandwidth", required=True, help="Link rate per direction, e.g. 100mbit, 1gbit, 10gbit.")
-@click.option("--cores", "cores_per_node", type=click.IntRange(min=1), default=1, show_default=True)
-@click.option("--mtu", type=int, default=None, help="Link MTU (default: the kernel's 1500).")
-@click.option("--oversubscribe", is_flag=True, help="Allow nodes x cores to exceed this machine's cores.")
-def cluster_up(nodes: int, bandwidth: str, cores_per_node: int, mtu: int | None, oversubscribe: bool) -> None:
-    """Bring up a cluster that stays until `harness cluster down PREFIX`."""
-    from harness.cluster import Cluster, ClusterError
-    from harness.launch import TCP_ENV, emulated_command
-    from harness.rates import RateError
-
-    try:
-        made = Cluster(nodes, bandwidth, cores_per_node, mtu=mtu, oversubscribe=oversubscribe, persistent=True)
-        state = made.up()
-    except (ClusterError, RateError) as err:
-        raise click.ClickException(str(err)) from err
-    click.echo(f"cluster {state.prefix} up: {nodes} nodes at {bandwidth}, bridge {state.bridge_address}")
-    for node in state.nodes:
-        click.echo(f"  {node.hostname}  {node.address}  netns {node.netns}  cores {node.cores}")
-    program = [sys.executable, "-m", "harness.payload", "--bytes", "16777216"]
-    env = {**TCP_ENV, "DSLIDE_HARNESS_PYTHON": sys.executable}
-    command = ["env", *(f"{k}={v}" for k, v in env.items()), *emulated_command(state, 1, program)]
-    click.echo("run MPI on it, e.g.:")
-    click.echo(f"  {shlex.join(command)}")
-    click.echo(f"remove it: harness cluster down {state.prefix}")
-
-
-@cluster.command("down")
-@click.argument("prefixes", nargs=-1)
-@click.option("--stale", is_flag=True, help="Remove every harness cluster whose owning process is dead.")
-def cluster_down(prefixes: tuple[str, ...], stale: bool) -> None:
-    """Tear down clusters by prefix (e.g. ds-k3x9q2-), or the stale ones of crashed runs."""
-    from harness.cluster import ClusterError, stale_states, teardown
-    from harness.state import StateError, read_state, state_path
-
-    if not prefixes and not stale:
-        raise click.UsageError("name the clusters to remove (see `harness cluster status`) or pass --stale")
-    try:
-        targets = [read_state(state_path(p if p.endswith("-") else p + "-")) for p in prefixes]
-    except StateError as err:
-        raise click.ClickException(str(err)) from err
-    if stale:
-        targets += [s for s in stale_states() if s.prefix not in {t.prefix for t in targets}]
-    failed = False
-    for state in targets:
-        try:
-            teardown(state)
-            click.echo(f"removed {state.prefix} ({len(state.nodes)} nodes)")
-        except ClusterError as err:
-            click.echo(str(err), err=True)
-            failed = True
-    if not targets:
-        click.echo("nothing to remove")
-    if failed:
-        sys.exit(1)
-
-
-@cluster.command("status")
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def cluster_status_command(as_json: bool) -> None:
-    """List the harness's clusters, their nodes and whether their owner still runs."""
-    from harness.cluster import cluster_status, orphans
-    from harness.state import all_states
-
-    statuses = [cluster_status(s) for s in all_states()]
-    unowned = orphans()
-    if as_json:
-        click.echo(json.dumps({"clusters": statuses, "orphans": unowned}, indent=1))
-        return
-    if not statuses:
-        click.echo("no harness clusters")
-    if unowned:
-        click.echo(f"without a state file (not removed automatically; `ip netns del` / `ip link del`): {unowned}")
-    for s in statuses:
-        owner = "manual" if s["owner_pid"] == 0 else f"pid {s['owner_pid']}" + ("" if s["owner_alive"] else " (dead)")
-        health = "up" if s["up"] else "partly gone"
-        click.echo(f"{s['prefix']}  {health}  {s['bandwidth']}  owner {owner}  {s['bridge']}")
-        for n in s["nodes"]:
-            click.echo(f"  {n['node']}  {n['address']}  cores {n['cores']}  processes {n['processes']}")
 
 
 @main.command("run", context_settings={"ignore_unknown_options": False})
@@ -161,13 +79,14 @@ def run_command(system: str, nodes: int, cores_per_node: int, bandwidth: str, da
     Extra arguments after `--` go to the system, e.g. `-- --hidden 256` or, for payload, `-- --bytes 16777216`.
     """
 
-    from harness.cluster import ClusterError
-    from harness.hosts import HostError
-    from harness.launch import LaunchError
-    from harness.rates import RateError
-    from harness.records import RecordError
-    from harness.run import RunError, RunSpec, run
-    from harness.slurm import SlurmError, allocation
+    from harness.cluster.emulated import ClusterError
+    from harness.cluster.hosts import HostError
+    from harness.cluster.launch import LaunchError
+    from harness.cluster.rates import RateError
+    from harness.cluster.slurm import SlurmError, allocation
+    from harness.run.runner import run
+    from harness.run.spec import RunError, RunSpec
+    from harness.run.store import RecordError
 
     modes = [
         m for m, on in (("--no-emulation", no_emulation), ("--hostfile", hostfile), ("--launcher", launcher)) if on
@@ -238,13 +157,13 @@ def sweep_command(systems: str, nodes_list: str, cores_list: str, bandwidths: st
     Arguments after `--` go to every system.
     """
 
-    from harness.cluster import ClusterError
-    from harness.hosts import HostError
-    from harness.rates import RateError
-    from harness.records import RecordError
-    from harness.run import RunError, RunSpec
-    from harness.slurm import SlurmError
-    from harness.sweep import sweep
+    from harness.cluster.emulated import ClusterError
+    from harness.cluster.hosts import HostError
+    from harness.cluster.rates import RateError
+    from harness.cluster.slurm import SlurmError
+    from harness.run.spec import RunError, RunSpec
+    from harness.run.store import RecordError
+    from harness.study.sweep import sweep
 
     base = RunSpec(system="payload", dataset=dataset, data_dir=data_dir, train=train, test=test, epochs=epochs,
                    max_steps=max_steps, out=Path(out), name=name, oversubscribe=oversubscribe,
@@ -279,7 +198,7 @@ def slurm_script_command(nodes: int, cores: int, time_limit: str, partition: str
     """
 
     from dslide.checkpoint import atomic_write_text
-    from harness.slurm import SlurmError, sbatch_script
+    from harness.cluster.slurm import SlurmError, sbatch_script
 
     args = list(harness_args)
     if not args or args[0] not in ("run", "sweep"):
@@ -310,9 +229,15 @@ def slurm_script_command(nodes: int, cores: int, time_limit: str, partition: str
 def reproduce_command(profile: str, out: str, only: str, data_dir: str | None, work_dir: str | None) -> None:
     """Generate the data, run the paper's experiments (resumable), write OUT/REPORT.md with figures."""
 
-    from harness.reproduce import reproduce
+    from rich.console import Console
 
-    manifest = reproduce(profile, Path(out), data_dir, Path(work_dir) if work_dir else None, tuple(_split(only)))
+    from harness.report.document import write_report
+    from harness.study.reproduce import reproduce
+
+    console = Console(stderr=True)
+    manifest = reproduce(profile, Path(out), data_dir, Path(work_dir) if work_dir else None, tuple(_split(only)),
+                         console)  # fmt: skip
+    console.print(f"report: {write_report(Path(out) / 'runs', Path(out))}")
     selected = _split(only)
     outcomes = [p["outcome"] for p in manifest["points"] if not selected or p["experiment"] in selected]
     bad = [o for o in outcomes if o not in ("ok", "skipped (recorded)")]
@@ -328,7 +253,7 @@ def reproduce_command(profile: str, out: str, only: str, data_dir: str | None, w
 def report_command(runs: str, out: str) -> None:
     """Write the report (tables beside the paper's claims, figures, cost model) from recorded runs."""
 
-    from harness.report import write_report
+    from harness.report.document import write_report
 
     click.echo(f"report: {write_report(Path(runs), Path(out))}")
 
@@ -346,17 +271,17 @@ def bench_command(
 ) -> None:
     """Regression check: every benchmark against the stored baseline, relative to this machine's calibration."""
 
-    from harness import bench
+    from harness.bench import regression
 
     try:
-        rc = bench.check(
+        rc = regression.check(
             list(pytest_args),
-            bench.THRESHOLD if threshold is None else threshold,
-            bench.RETRIES if retries is None else retries,
+            regression.THRESHOLD if threshold is None else threshold,
+            regression.RETRIES if retries is None else retries,
             save=save_baseline,
             record_to=Path(record_to) if record_to else None,
         )
-    except bench.BenchError as err:
+    except regression.BenchError as err:
         raise click.ClickException(str(err)) from err
     sys.exit(rc)
 
@@ -387,7 +312,7 @@ def time_to_accuracy_command(
 ) -> None:
     """P@1 against wall-clock for each sampling arm, one after the other on this machine (resumable)."""
 
-    from harness.time_to_accuracy import ARMS, run
+    from harness.study.time_to_accuracy import ARMS, run
 
     names = [a.strip() for a in arms.split(",") if a.strip()]
     unknown = [a for a in names if a not in ARMS]
@@ -422,7 +347,7 @@ def time_to_accuracy_command(
 def roofline_command(dataset: str, data_dir: str | None, threads: str, steps: int, out: str | None) -> None:
     """Each phase of a sparse training step against the machine's measured memory bandwidth (run it on a quiet
     machine): bytes per sample (counted), time per sample (measured), achieved GB/s and its share of the probes."""
-    from harness.roofline import format_table, measure, write
+    from harness.study.roofline import format_table, measure, write
 
     results = []
     for count in _split(threads, int):
@@ -454,7 +379,7 @@ def ceiling_command(dataset: str, data_dir: str | None, run_dir: str | None, tes
 
     from dslide.data.registry import dataset_paths
     from dslide.data.xc_format import load_dataset
-    from harness.ceiling import by_centre_count, model_topk, one_feature_per_point
+    from harness.study.ceiling import by_centre_count, model_topk, one_feature_per_point
 
     train_path, test_path = dataset_paths(dataset, Path(data_dir) if data_dir else None)
     train, test = load_dataset(train_path), load_dataset(test_path)

@@ -40,7 +40,7 @@ def bytes_sent_per_rank(op: str, nbytes: int, ranks: int) -> int:
 
 
 def run_op(comm, op: str, nbytes: int) -> None:  # comm: mpi4py.MPI.Comm
-    from mpi4py import MPI
+    from mpi4py import MPI  # deferred: importing it starts MPI, which only the ranks need
 
     rank, size = comm.Get_rank(), comm.Get_size()
     if op == "sendrecv":
@@ -70,7 +70,7 @@ def run_op(comm, op: str, nbytes: int) -> None:  # comm: mpi4py.MPI.Comm
 @click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True, help="Timed repetitions.")
 @click.option("--kill-rank", type=int, default=None, help="This rank SIGKILLs itself after the warm-up.")
 def main(nbytes: int, op: str, out_dir: str | None, repeat: int, kill_rank: int | None) -> None:
-    from mpi4py import MPI
+    from mpi4py import MPI  # deferred: importing it starts MPI, which only the ranks need
 
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()

@@ -1,6 +1,6 @@
 #!/bin/sh
 # What `harness cluster up/down` does, as plain iproute2 commands (a readable reference; the harness itself
-# runs the same commands from harness/cluster.py and adds cpusets, a state file and stale cleanup).
+# runs the same commands from harness/cluster/emulated.py and adds cpusets, a state file and stale cleanup).
 #
 #   tc/cluster.sh up   ds-demo1- 2 100mbit     # node i: netns ds-demo1-n<i>, eth0 198.18.0.<i+1>/24
 #   tc/cluster.sh down ds-demo1- 2

@@ -1,4 +1,4 @@
-"""Where datasets live (the data directory) and which ones exist: real datasets and synthetic presets.
+"""Which datasets exist (real datasets and synthetic presets) and their files in the data directory (directory.py).
 
 Layout: DATA_DIR/NAME/train.txt and DATA_DIR/NAME/test.txt in the XC text format for every dataset (real ones
 after `harness data fetch NAME`, synthetic ones after `harness data make NAME`, or on demand here).
@@ -12,7 +12,7 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-DATA_DIR_ENV = "DSLIDE_DATA_DIR"
+from dslide.data.directory import data_dir
 
 
 @dataclass(frozen=True)
@@ -114,16 +114,6 @@ REAL: dict[str, RealDataset] = {
 
 class DatasetNotAvailableError(FileNotFoundError):
     """A real dataset that has not been fetched into the data directory yet."""
-
-
-def data_dir(override: str | None = None) -> Path:
-    """The data directory: `override`, else $DSLIDE_DATA_DIR, else ~/.cache/dslide/data."""
-    if override:
-        return Path(override).expanduser()
-    env = os.environ.get(DATA_DIR_ENV)
-    if env:
-        return Path(env).expanduser()
-    return Path.home() / ".cache" / "dslide" / "data"
 
 
 def _root(override: Path | None) -> Path:

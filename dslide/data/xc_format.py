@@ -16,6 +16,7 @@ import numpy as np
 
 from dslide.data import _xc_kernels as xk
 from dslide.data.dataset import SparseDataset
+from dslide.data.directory import data_dir
 
 CACHE_VERSION = 1
 _WRITE_CHUNK_ROWS = 65536
@@ -139,8 +140,6 @@ def read_xc(path: str | os.PathLike) -> SparseDataset:
 
 
 def _cache_candidates(path: Path) -> list[Path]:
-    from dslide.data.registry import data_dir
-
     digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]
     return [path.with_name(path.name + ".dslide.npz"), data_dir() / "cache" / f"{path.name}.{digest}.npz"]
 

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from harness.cluster import Cluster, emulation_problem, leftovers
+from harness.cluster.emulated import Cluster, emulation_problem, leftovers
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

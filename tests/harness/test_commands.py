@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.harness.test_report import results  # noqa: F401 (the report's fixture records, reused)
+from tests.harness.report.test_report import results  # noqa: F401 (the report's fixture records, reused)
 
 ROOT = Path(__file__).resolve().parents[2]
 TTA = ROOT / "results" / "time-to-accuracy" / "catalog" / "amazon670k-medium"
@@ -86,7 +86,7 @@ def test_ceiling_command_prints_the_bands_of_a_skip_gram_set(tmp_path):
 def test_bench_without_a_baseline_for_this_machine_says_what_to_run(tmp_path):
     """On a machine with its own stored baseline this runs the whole benchmark suite, which is not a unit test's
     job: the answer checked here is the one for a machine of another kind."""
-    from harness.bench import BENCH_DIR, machine_key, newest_baseline
+    from harness.bench.regression import BENCH_DIR, machine_key, newest_baseline
 
     if newest_baseline(BENCH_DIR / "baseline" / machine_key()) is not None:
         pytest.skip(f"this machine ({machine_key()}) has a stored baseline: `nox -s bench` compares with it")

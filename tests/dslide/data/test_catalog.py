@@ -10,7 +10,7 @@ import pytest
 from dslide.data.catalog import CatalogParams, Catalogue, generate_catalog
 from dslide.data.synthetic import PRESETS
 from dslide.metrics import precision_at_k
-from harness.realism import popularity_p1, xc_statistics
+from harness.study.realism import popularity_p1, xc_statistics
 from tests.dslide.data.test_synthetic import check_well_formed, cooccurrence_top1, row_ids
 
 # A catalogue of 3,000 items: every size scaled down from the full-size defaults, points per label kept (3.99).

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from dslide.data import load_dataset
-from dslide.data.registry import REAL, DatasetNotAvailableError, data_dir, dataset_paths
+from dslide.data.directory import data_dir
+from dslide.data.registry import REAL, DatasetNotAvailableError, dataset_paths
 from dslide.data.synthetic import make_preset
 
 
