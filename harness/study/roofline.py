@@ -147,11 +147,10 @@ def counted_bytes(net: Any, batch: Any, step_out: dict[str, Any]) -> dict[str, i
     nnz, features = len(batch.x_idx), len(np.unique(batch.x_idx))
     rows, entries = len(act.rows), len(act.ids)
     row = H * FLOAT
-    sampler = net.head.layer.sampler
+    index = net.head.layer.sampler.index
     bucket_entries, lookups = 0, 0
-    if sampler.tables is not None:
-        codes = sampler.family.hash_queries(h)
-        offsets = sampler.tables.offsets
+    if index is not None:
+        codes, offsets, _ = index.lookup(h)
         tables = np.arange(codes.shape[1])[None, :]
         starts, ends = offsets[tables, codes], offsets[tables, codes + 1]
         bucket_entries, lookups = int((ends - starts).sum()), codes.size
@@ -165,13 +164,19 @@ def counted_bytes(net: Any, batch: Any, step_out: dict[str, Any]) -> dict[str, i
     }
 
 
+def rebuilds_of(net: Any) -> int:
+    """Table rebuilds since the network's last stats reset (0 without tables)."""
+    index = net.head.layer.sampler.index
+    return index.stats.rebuilds if index is not None else 0
+
+
 def rebuild_bytes(net: Any) -> int:
     """One table rebuild: every weight row read to hash it, every table's ids and codes written."""
-    sampler = net.head.layer.sampler
-    if sampler.tables is None:
+    index = net.head.layer.sampler.index
+    if index is None:
         return 0
     n, H = net.head.layer.params.W.shape
-    return n * H * FLOAT + sampler.tables.ids.size * 3 * INDEX
+    return n * H * FLOAT + index.tables.ids.size * 3 * INDEX
 
 
 @dataclass
@@ -230,7 +235,7 @@ def measure(dataset: str, threads: int, steps: int = 40, warmup: int = 5, data_d
         batch = Batch.from_dataset(train, chunks[step])
         timed = step >= warmup
         if step == warmup:
-            rebuilds_before = phased.head.layer.sampler.stats.rebuilds
+            rebuilds_before = rebuilds_of(phased)
         before = dict(clock.seconds)
         t0 = time.perf_counter()
         out = phased_step(phased, batch, step, clock if timed else warm)
@@ -240,7 +245,7 @@ def measure(dataset: str, threads: int, steps: int = 40, warmup: int = 5, data_d
                 per_step[phase].append(clock.seconds[phase] - before.get(phase, 0.0))
             for phase, b in counted_bytes(phased, batch, out).items():
                 moved[phase].append(b)
-    rebuilds = phased.head.layer.sampler.stats.rebuilds - rebuilds_before
+    rebuilds = rebuilds_of(phased) - rebuilds_before
     # the same steps through the engine's own entry point: what the phased replica costs on top
     plain = Network(net_cfg, cfg, Communicator(), counts)
     t_plain = 0.0
