@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import os
 import resource
 import time
 from collections.abc import Callable, Iterator
@@ -17,6 +15,7 @@ import numpy as np
 from dslide.cli import default
 from dslide.data.batching import batches, num_batches
 from dslide.data.dataset import SparseDataset
+from dslide.run_dir import append_line
 
 
 @dataclass
@@ -34,16 +33,6 @@ class StepResult:
 def peak_rss_mb() -> float:
     """This process's peak resident memory in MiB (Linux reports ru_maxrss in KiB)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-
-
-def append_jsonl(path: Path, record: dict[str, Any]) -> None:
-    """Append one JSON line with a single O_APPEND write, so readers never see half a line."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    try:
-        os.write(fd, (json.dumps(record) + "\n").encode())
-    finally:
-        os.close(fd)
 
 
 def dataset_files(
@@ -113,7 +102,7 @@ def train_epoch(
             speed = sum(r.samples for r in results) / max(seconds, 1e-9)
             loss = results[-1].loss if global_loss else None
             line = {"epoch": epoch + 1, "step": len(results), "steps": steps, "samples_per_s": speed, "loss": loss}
-            append_jsonl(progress, line)
+            append_line(progress, line)
     return results, seconds
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import numba
 import numpy as np
 
-from dslide import checkpoint
+from dslide import checkpoint, run_dir
 from dslide.comm import Communicator
 from dslide.config import NetworkConfig, TrainConfig, to_dict
 from dslide.data.batching import batches, num_batches
@@ -74,9 +74,6 @@ RESUMABLE_CHANGES = frozenset({"epochs", "max_steps", "threads", "progress", "ev
 
 class ResumeMismatchError(ConfigMismatchError):
     """A run would resume, or overwrite, a checkpoint made with other settings (every rank sees the same)."""
-
-
-RUN_FILES = ("metrics.jsonl", "eval.jsonl", "progress.jsonl", "recall.jsonl")  # --restart removes them and checkpoint/
 
 
 def _flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -194,12 +191,12 @@ def train(
     net_cfg = dataclasses.replace(net_cfg, input_sq_norm=train_ds.mean_sq_norm())
     check_consistency(comm, net_cfg, cfg, train_ds, test_ds)
     out_dir = Path(out_dir)
-    ckpt_dir = out_dir / "checkpoint"
+    ckpt_dir = out_dir / run_dir.CHECKPOINT
     if restart:
         comm.barrier()  # every rank has seen the old checkpoint's absence or presence alike
         if comm.rank == 0:
             shutil.rmtree(ckpt_dir, ignore_errors=True)
-            for name in RUN_FILES:
+            for name in run_dir.RUN_FILES:
                 (out_dir / name).unlink(missing_ok=True)
         comm.barrier()
     elif not resume and (earlier := checkpoint.latest(ckpt_dir)) is not None:
@@ -208,8 +205,7 @@ def train(
     # pid and host of every rank, so a "BAD TERMINATION ... PID n" from mpiexec can be traced to its rank
     ranks = comm.allgather_object({"pid": os.getpid(), "host": socket.gethostname()})
     if comm.rank == 0:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        checkpoint.atomic_write_text(out_dir / "ranks.json", json.dumps(dict(enumerate(ranks)), indent=1))
+        run_dir.write_ranks(out_dir, ranks)
     label_counts = np.bincount(train_ds.label_indices, minlength=net_cfg.num_labels)
     net = Network(net_cfg, cfg, comm, label_counts)
     pos = Position()
@@ -284,8 +280,7 @@ def train(
                     last_progress_line = time.monotonic()
                     line = {"epoch": pos.epoch + 1, "step": pos.step_in_epoch, "steps": run_steps,
                             "samples_per_s": speed, "loss": res.loss}  # fmt: skip
-                    with open(out_dir / "progress.jsonl", "a") as f:
-                        f.write(json.dumps(line) + "\n")
+                    run_dir.append_line(out_dir / run_dir.PROGRESS, line)
                 if cfg.recall_every and net.output.tables is not None and pos.global_step % cfg.recall_every == 0:
                     t_probe = time.perf_counter()
                     sent = comm.stats.total_sent()
@@ -294,8 +289,7 @@ def train(
                     pos.eval_bytes += comm.stats.total_sent() - sent
                     if comm.rank == 0:
                         line = {"epoch": pos.epoch + 1, "step": pos.global_step, **pos.recall}
-                        with open(out_dir / "recall.jsonl", "a") as f:
-                            f.write(json.dumps(line) + "\n")
+                        run_dir.append_line(out_dir / run_dir.RECALL, line)
                 if cfg.eval_every and pos.global_step % cfg.eval_every == 0:
                     comm.reset_stats()
                     progress.status(f"evaluating {len(eval_slice):,} held-out points")
@@ -308,8 +302,7 @@ def train(
                             **scores,
                             "train_seconds": pos.train_seconds,
                         }
-                        with open(out_dir / "eval.jsonl", "a") as f:
-                            f.write(json.dumps(line) + "\n")
+                        run_dir.append_line(out_dir / run_dir.EVAL, line)
                 if cfg.checkpoint_every and pos.global_step % cfg.checkpoint_every == 0:
                     save_checkpoint()
             progress.status("evaluating the test set")
@@ -321,7 +314,7 @@ def train(
             pos.start_epoch()
             if comm.rank == 0:
                 text = "".join(json.dumps(r) + "\n" for r in pos.records)
-                checkpoint.atomic_write_text(out_dir / "metrics.jsonl", text)
+                run_dir.atomic_write_text(out_dir / run_dir.METRICS, text)
                 if on_epoch is not None:
                     on_epoch(record)  # rich's live progress bar keeps printed lines above itself
             save_checkpoint()
