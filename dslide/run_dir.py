@@ -50,3 +50,42 @@ def write_ranks(out_dir: Path, ranks: list[dict[str, Any]]) -> None:
 
 def read_ranks(run_dir: Path) -> dict[str, Any]:
     return json.loads((run_dir / RANKS).read_text())
+
+
+def epoch_metrics(
+    *, system: str, epoch: int, step: int, steps: int, steps_per_epoch: int, scores: dict[str, Any], loss: float,
+    epoch_time_s: float, first_step_s: float | None, samples: int, avg_active: float, peak_rss_mb_per_rank: list[float],
+    ranks: int, threads: int, bytes_sent: int, bytes_received: int, comm_time_s: float, eval_time_s: float,
+    eval_bytes_sent: int, eval_mode: str,
+) -> dict[str, Any]:  # fmt: skip
+    """The fields of a metrics.jsonl line that every system writes (the engine, the baselines): the schema, once.
+
+    epoch counts from 1; scores are P@k and the like; epoch_time_s is the slowest rank's training time (evaluation
+    excluded) and first_step_s its first step (warm-up; extrapolations count it once); bytes are summed over ranks,
+    comm_time_s is the mean over ranks; peak RSS per rank and the largest. Systems add their own fields after these.
+    """
+    return {
+        "system": system,
+        "epoch": epoch,
+        "step": step,
+        "steps": steps,
+        "steps_per_epoch": steps_per_epoch,
+        **scores,
+        "loss": loss,
+        "epoch_time_s": epoch_time_s,
+        "first_step_s": first_step_s,
+        "samples_per_s": samples / epoch_time_s if epoch_time_s > 0 else 0.0,
+        "avg_active": avg_active,
+        "peak_rss_mb": max(peak_rss_mb_per_rank),
+        "peak_rss_mb_per_rank": peak_rss_mb_per_rank,
+        "ranks": ranks,
+        "nodes": ranks,
+        "threads": threads,
+        "bytes_sent": bytes_sent,
+        "bytes_received": bytes_received,
+        "comm_time_s": comm_time_s,
+        "compute_time_s": epoch_time_s - comm_time_s,
+        "eval_time_s": eval_time_s,
+        "eval_bytes_sent": eval_bytes_sent,
+        "eval_mode": eval_mode,
+    }

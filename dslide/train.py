@@ -353,35 +353,27 @@ def _epoch_record(
     comm_seconds = comm.sum_scalar(pos.comm_seconds) / comm.size
     rss = comm.allgather_object(round(peak_rss_mb(), 1))
     samples = max(pos.samples, 1)
-    return {
-        "system": "dslide",
-        "epoch": pos.epoch + 1,
-        "step": pos.global_step,
-        "steps": pos.step_in_epoch,
-        "steps_per_epoch": steps_per_epoch,
+    first_step_s = comm.max_scalar(pos.first_step_s or 0.0)  # collectives in the same order on every rank
+    bytes_sent, bytes_received = int(comm.sum_scalar(pos.bytes_sent)), int(comm.sum_scalar(pos.bytes_received))
+    eval_bytes_sent = int(comm.sum_scalar(eval_bytes))
+    shown = {
         "p@1": scores.get("p@1"),
         "p@3": scores.get("p@3"),
         "p@5": scores.get("p@5"),
         "popularity_p@1": popularity,  # always predicting the commonest training label
         "top1_concentration": scores.get("top1_concentration"),  # share of test points given the commonest top-1
         **{k: v for k, v in scores.items() if k.startswith("train_")},  # --train-eval-points: P@k on training points
-        "loss": pos.loss_sum / samples,  # every rank computed the same, global, loss
-        "epoch_time_s": train_seconds,
-        "first_step_s": comm.max_scalar(pos.first_step_s or 0.0),
-        "samples_per_s": pos.samples / max(train_seconds, 1e-9),
-        "avg_active": active / samples,
-        "peak_rss_mb": max(rss),
-        "peak_rss_mb_per_rank": rss,
-        "ranks": comm.size,
-        "nodes": comm.size,
-        "threads": cfg.threads,
-        "bytes_sent": int(comm.sum_scalar(pos.bytes_sent)),
-        "bytes_received": int(comm.sum_scalar(pos.bytes_received)),
-        "comm_time_s": comm_seconds,
-        "compute_time_s": train_seconds - comm_seconds,
-        "eval_time_s": eval_seconds,
-        "eval_bytes_sent": int(comm.sum_scalar(eval_bytes)),
-        "eval_mode": cfg.eval_mode,
+    }
+    record = run_dir.epoch_metrics(
+        system="dslide", epoch=pos.epoch + 1, step=pos.global_step, steps=pos.step_in_epoch,
+        steps_per_epoch=steps_per_epoch, scores=shown, loss=pos.loss_sum / samples,  # the same, global, on every rank
+        epoch_time_s=train_seconds, first_step_s=first_step_s, samples=pos.samples, avg_active=active / samples,
+        peak_rss_mb_per_rank=rss, ranks=comm.size, threads=cfg.threads, bytes_sent=bytes_sent,
+        bytes_received=bytes_received, comm_time_s=comm_seconds, eval_time_s=eval_seconds,
+        eval_bytes_sent=eval_bytes_sent, eval_mode=cfg.eval_mode,
+    )  # fmt: skip
+    return {
+        **record,
         "test_points": len(test_ds),
         **sampling_record(net, comm),
         **pos.recall,
