@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import os
 import resource
 import time
 from collections.abc import Callable, Iterator
@@ -17,6 +15,7 @@ import numpy as np
 from dslide.cli import default
 from dslide.data.batching import batches, num_batches
 from dslide.data.dataset import SparseDataset
+from dslide.run_dir import append_line, epoch_metrics
 
 
 @dataclass
@@ -34,16 +33,6 @@ class StepResult:
 def peak_rss_mb() -> float:
     """This process's peak resident memory in MiB (Linux reports ru_maxrss in KiB)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-
-
-def append_jsonl(path: Path, record: dict[str, Any]) -> None:
-    """Append one JSON line with a single O_APPEND write, so readers never see half a line."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    try:
-        os.write(fd, (json.dumps(record) + "\n").encode())
-    finally:
-        os.close(fd)
 
 
 def dataset_files(
@@ -113,7 +102,7 @@ def train_epoch(
             speed = sum(r.samples for r in results) / max(seconds, 1e-9)
             loss = results[-1].loss if global_loss else None
             line = {"epoch": epoch + 1, "step": len(results), "steps": steps, "samples_per_s": speed, "loss": loss}
-            append_jsonl(progress, line)
+            append_line(progress, line)
     return results, seconds
 
 
@@ -143,34 +132,14 @@ def epoch_record(
     """One metrics.jsonl line in the schema `dslide train` writes: epochs count from 1, bytes are summed over
     ranks, epoch time is the slowest rank's, comm time the mean over ranks, peak RSS the largest rank's."""
     rss = peak_rss_mb_per_rank or [round(peak_rss_mb(), 1)]
-    steps = len(results)
-    samples = sum(r.samples for r in results)
-    return {
-        "system": system,
-        "epoch": epoch + 1,
-        "step": (epoch * steps_per_epoch) + steps,
-        "steps": steps,
-        "steps_per_epoch": steps_per_epoch,
-        **scores,
-        "loss": mean_loss(results),
-        "epoch_time_s": epoch_time_s,
-        # the first step includes warm-up (graph tracing); extrapolations count it once
-        "first_step_s": results[0].seconds if results else None,
-        "samples_per_s": samples / epoch_time_s if epoch_time_s > 0 else 0.0,
-        "avg_active": avg_active,
-        "peak_rss_mb": max(rss),
-        "peak_rss_mb_per_rank": rss,
-        "ranks": nodes,
-        "nodes": nodes,
-        "threads": threads,
-        "bytes_sent": bytes_sent,
-        "bytes_received": bytes_received,
-        "comm_time_s": comm_time_s,
-        "compute_time_s": epoch_time_s - comm_time_s,
-        "eval_time_s": eval_time_s,
-        "eval_bytes_sent": 0,
-        "eval_mode": "exact",
-    }
+    return epoch_metrics(
+        system=system, epoch=epoch + 1, step=epoch * steps_per_epoch + len(results), steps=len(results),
+        steps_per_epoch=steps_per_epoch, scores=scores, loss=mean_loss(results), epoch_time_s=epoch_time_s,
+        first_step_s=results[0].seconds if results else None, samples=sum(r.samples for r in results),
+        avg_active=avg_active, peak_rss_mb_per_rank=rss, ranks=nodes, threads=threads, bytes_sent=bytes_sent,
+        bytes_received=bytes_received, comm_time_s=comm_time_s, eval_time_s=eval_time_s, eval_bytes_sent=0,
+        eval_mode="exact",
+    )  # fmt: skip
 
 
 def common_options(fn: Callable) -> Callable:

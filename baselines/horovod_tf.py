@@ -22,7 +22,6 @@ tensor that Horovod allreduces whole (what a plain user of the paper's TF model 
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import time
@@ -31,16 +30,9 @@ from pathlib import Path
 import click
 import numpy as np
 
-from baselines.common import (
-    StepResult,
-    append_jsonl,
-    common_options,
-    dataset_files,
-    epoch_record,
-    peak_rss_mb,
-    train_epoch,
-)
+from baselines.common import StepResult, common_options, dataset_files, epoch_record, peak_rss_mb, train_epoch
 from baselines.tf_dense import Settings, settings_from_cli
+from dslide import run_dir
 from dslide.data.batching import num_batches
 
 
@@ -70,7 +62,7 @@ def fit_horovod(
     ranks = hvd.allgather_object({"pid": os.getpid(), "host": socket.gethostname()})
     if rank == 0 and out_dir is not None:
         Path(out_dir).mkdir(parents=True, exist_ok=True)
-        (Path(out_dir) / "ranks.json").write_text(json.dumps(dict(enumerate(ranks)), indent=1))
+        run_dir.write_ranks(Path(out_dir), ranks)
     set_threads(settings.threads)
     model = SparseMLP.for_data(
         train, settings.hidden, settings.init_scale, settings.seed, settings.output_bias, sparse_gradient
@@ -156,7 +148,7 @@ def fit_horovod(
     for epoch in range(settings.epochs):
         io_log: list[tuple[int, int]] = []
         gathered_log: list[int] = []
-        progress = Path(out_dir) / "progress.jsonl" if out_dir is not None and rank == 0 else None
+        progress = Path(out_dir) / run_dir.PROGRESS if out_dir is not None and rank == 0 else None
         results, seconds = train_epoch(
             step, len(train), global_batch, settings.seed, epoch, settings.max_steps, progress, global_loss=False
         )
@@ -210,7 +202,7 @@ def fit_horovod(
             record["comm_time_s"] = record["compute_time_s"] = None
         records.append(record)
         if out_dir is not None:
-            append_jsonl(Path(out_dir) / "metrics.jsonl", record)
+            run_dir.append_line(Path(out_dir) / run_dir.METRICS, record)
             for i, r in enumerate(results):
                 io_w, io_r = io_log[i] if io_log and gloo else (None, None)
                 line = {
@@ -223,7 +215,7 @@ def fit_horovod(
                     "io_bytes_written": io_w,
                     "io_bytes_read": io_r,
                 }
-                append_jsonl(Path(out_dir) / "steps.jsonl", line)
+                run_dir.append_line(Path(out_dir) / "steps.jsonl", line)
     return records
 
 

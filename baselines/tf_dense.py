@@ -14,16 +14,9 @@ import click
 import numpy as np
 import tensorflow as tf
 
-from baselines.common import (
-    StepResult,
-    append_jsonl,
-    common_options,
-    epoch_record,
-    load_data,
-    parse_hidden,
-    train_epoch,
-)
+from baselines.common import StepResult, common_options, epoch_record, load_data, parse_hidden, train_epoch
 from baselines.model import BATCH_SIGNATURE, Adam, SparseMLP, evaluate, make_batch, set_threads, soft_target_loss
+from dslide import run_dir
 from dslide.config import TrainConfig
 from dslide.data.batching import num_batches
 from dslide.data.dataset import SparseDataset
@@ -93,7 +86,7 @@ def fit(
         steps_per_epoch = min(steps_per_epoch, settings.max_steps)
     records = []
     for epoch in range(settings.epochs):
-        progress = None if out_dir is None else Path(out_dir) / "progress.jsonl"
+        progress = None if out_dir is None else Path(out_dir) / run_dir.PROGRESS
         batch = settings.batch_size
         results, seconds = train_epoch(step, len(train), batch, settings.seed, epoch, settings.max_steps, progress)
         started = time.perf_counter()
@@ -112,7 +105,7 @@ def fit(
         record["tf_intra_op_threads"] = tf.config.threading.get_intra_op_parallelism_threads()  # what TF really uses
         records.append(record)
         if out_dir is not None:
-            append_jsonl(Path(out_dir) / "metrics.jsonl", record)
+            run_dir.append_line(Path(out_dir) / run_dir.METRICS, record)
     return model, records
 
 

@@ -12,12 +12,7 @@ from typing import Any
 import numpy as np
 
 from dslide.comm import Communicator
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+from dslide.run_dir import atomic_write_text
 
 
 def save(root: Path, comm: Communicator, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> Path:

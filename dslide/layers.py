@@ -24,14 +24,38 @@ from dslide.sampler import ActiveSet, OutputSampler
 from dslide.top_logits import top_logits
 
 
-class RowParams:
+class WithMoments:
+    """A parameter and its Adam moments m, v, saved in checkpoints under KEYS (with the layer's prefix)."""
+
+    KEYS: tuple[str, str, str]
+
+    def __init__(self, value: np.ndarray) -> None:
+        self.m = np.zeros_like(value)
+        self.v = np.zeros_like(value)
+
+    def _arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        raise NotImplementedError
+
+    def arrays(self, prefix: str) -> dict[str, np.ndarray]:
+        return {prefix + key: a for key, a in zip(self.KEYS, self._arrays(), strict=True)}
+
+    def load(self, prefix: str, state: dict[str, np.ndarray]) -> None:
+        for key, a in zip(self.KEYS, self._arrays(), strict=True):
+            a[...] = state[prefix + key]
+
+
+class RowParams(WithMoments):
     """A weight matrix updated row by row from (row, sample, coef) entries, with its Adam moments."""
 
+    KEYS = ("W", "m", "v")
+
     def __init__(self, W: np.ndarray) -> None:
+        super().__init__(W)
         self.W = W
-        self.m = np.zeros_like(W)
-        self.v = np.zeros_like(W)
         self.slot = np.full(W.shape[0], -1, dtype=np.int32)
+
+    def _arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return self.W, self.m, self.v
 
     def update(
         self,
@@ -66,28 +90,16 @@ class RowParams:
         )
         return rows, coef_sum
 
-    def arrays(self, prefix: str) -> dict[str, np.ndarray]:
-        return {f"{prefix}W": self.W, f"{prefix}m": self.m, f"{prefix}v": self.v}
 
-    def load(self, prefix: str, state: dict[str, np.ndarray]) -> None:
-        self.W[...] = state[f"{prefix}W"]
-        self.m[...] = state[f"{prefix}m"]
-        self.v[...] = state[f"{prefix}v"]
+class Bias(WithMoments):
+    KEYS = ("b", "bm", "bv")
 
-
-class Bias:
     def __init__(self, n: int) -> None:
         self.b = np.zeros(n, dtype=np.float32)
-        self.m = np.zeros(n, dtype=np.float32)
-        self.v = np.zeros(n, dtype=np.float32)
+        super().__init__(self.b)
 
-    def arrays(self, prefix: str) -> dict[str, np.ndarray]:
-        return {f"{prefix}b": self.b, f"{prefix}bm": self.m, f"{prefix}bv": self.v}
-
-    def load(self, prefix: str, state: dict[str, np.ndarray]) -> None:
-        self.b[...] = state[f"{prefix}b"]
-        self.m[...] = state[f"{prefix}bm"]
-        self.v[...] = state[f"{prefix}bv"]
+    def _arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return self.b, self.m, self.v
 
 
 class SparseInputLayer:

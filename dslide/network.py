@@ -24,6 +24,7 @@ from dslide.head import OutputHead
 from dslide.init import layer_scales
 from dslide.layers import DenseHiddenLayer, SparseInputLayer
 from dslide.partition import all_owned
+from dslide.run_dir import CHECKPOINT
 
 
 @dataclass
@@ -81,7 +82,7 @@ class Network:
     @classmethod
     def from_run(cls, run_dir: str | Path, comm: Communicator) -> tuple[Network, dict[str, Any]]:
         """The network saved in a run's latest checkpoint (this rank's part), and that checkpoint's metadata."""
-        loaded = checkpoint.load(Path(run_dir) / "checkpoint", comm)
+        loaded = checkpoint.load(Path(run_dir) / CHECKPOINT, comm)
         if loaded is None:
             raise FileNotFoundError(f"{run_dir}/checkpoint: no complete checkpoint (LATEST missing)")
         arrays, meta = loaded

@@ -9,7 +9,6 @@ import os
 import resource
 import shutil
 import socket
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,14 +18,14 @@ from typing import Any
 import numba
 import numpy as np
 
-from dslide import checkpoint
+from dslide import checkpoint, run_dir
 from dslide.comm import Communicator
 from dslide.config import NetworkConfig, TrainConfig, to_dict
 from dslide.data.batching import batches, num_batches
 from dslide.data.dataset import SparseDataset
-from dslide.lsh.index import IndexStats
 from dslide.metrics import precision_at_k
 from dslide.network import Batch, Network
+from dslide.sampling_record import sampling_record, warn_if_mostly_padding
 
 
 class ConfigMismatchError(RuntimeError):
@@ -75,9 +74,6 @@ RESUMABLE_CHANGES = frozenset({"epochs", "max_steps", "threads", "progress", "ev
 
 class ResumeMismatchError(ConfigMismatchError):
     """A run would resume, or overwrite, a checkpoint made with other settings (every rank sees the same)."""
-
-
-RUN_FILES = ("metrics.jsonl", "eval.jsonl", "progress.jsonl", "recall.jsonl")  # --restart removes them and checkpoint/
 
 
 def _flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -195,12 +191,12 @@ def train(
     net_cfg = dataclasses.replace(net_cfg, input_sq_norm=train_ds.mean_sq_norm())
     check_consistency(comm, net_cfg, cfg, train_ds, test_ds)
     out_dir = Path(out_dir)
-    ckpt_dir = out_dir / "checkpoint"
+    ckpt_dir = out_dir / run_dir.CHECKPOINT
     if restart:
         comm.barrier()  # every rank has seen the old checkpoint's absence or presence alike
         if comm.rank == 0:
             shutil.rmtree(ckpt_dir, ignore_errors=True)
-            for name in RUN_FILES:
+            for name in run_dir.RUN_FILES:
                 (out_dir / name).unlink(missing_ok=True)
         comm.barrier()
     elif not resume and (earlier := checkpoint.latest(ckpt_dir)) is not None:
@@ -209,8 +205,7 @@ def train(
     # pid and host of every rank, so a "BAD TERMINATION ... PID n" from mpiexec can be traced to its rank
     ranks = comm.allgather_object({"pid": os.getpid(), "host": socket.gethostname()})
     if comm.rank == 0:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        checkpoint.atomic_write_text(out_dir / "ranks.json", json.dumps(dict(enumerate(ranks)), indent=1))
+        run_dir.write_ranks(out_dir, ranks)
     label_counts = np.bincount(train_ds.label_indices, minlength=net_cfg.num_labels)
     net = Network(net_cfg, cfg, comm, label_counts)
     pos = Position()
@@ -285,8 +280,7 @@ def train(
                     last_progress_line = time.monotonic()
                     line = {"epoch": pos.epoch + 1, "step": pos.step_in_epoch, "steps": run_steps,
                             "samples_per_s": speed, "loss": res.loss}  # fmt: skip
-                    with open(out_dir / "progress.jsonl", "a") as f:
-                        f.write(json.dumps(line) + "\n")
+                    run_dir.append_line(out_dir / run_dir.PROGRESS, line)
                 if cfg.recall_every and net.output.tables is not None and pos.global_step % cfg.recall_every == 0:
                     t_probe = time.perf_counter()
                     sent = comm.stats.total_sent()
@@ -295,8 +289,7 @@ def train(
                     pos.eval_bytes += comm.stats.total_sent() - sent
                     if comm.rank == 0:
                         line = {"epoch": pos.epoch + 1, "step": pos.global_step, **pos.recall}
-                        with open(out_dir / "recall.jsonl", "a") as f:
-                            f.write(json.dumps(line) + "\n")
+                        run_dir.append_line(out_dir / run_dir.RECALL, line)
                 if cfg.eval_every and pos.global_step % cfg.eval_every == 0:
                     comm.reset_stats()
                     progress.status(f"evaluating {len(eval_slice):,} held-out points")
@@ -309,85 +302,25 @@ def train(
                             **scores,
                             "train_seconds": pos.train_seconds,
                         }
-                        with open(out_dir / "eval.jsonl", "a") as f:
-                            f.write(json.dumps(line) + "\n")
+                        run_dir.append_line(out_dir / run_dir.EVAL, line)
                 if cfg.checkpoint_every and pos.global_step % cfg.checkpoint_every == 0:
                     save_checkpoint()
             progress.status("evaluating the test set")
             record = _epoch_record(net, comm, cfg, pos, test_ds, steps_per_epoch, popular, train_ds)
             if comm.rank == 0:
-                _warn_if_mostly_padding(record)
+                warn_if_mostly_padding(record)
             pos.records.append(record)
             pos.epoch += 1
             pos.start_epoch()
             if comm.rank == 0:
                 text = "".join(json.dumps(r) + "\n" for r in pos.records)
-                checkpoint.atomic_write_text(out_dir / "metrics.jsonl", text)
+                run_dir.atomic_write_text(out_dir / run_dir.METRICS, text)
                 if on_epoch is not None:
                     on_epoch(record)  # rich's live progress bar keeps printed lines above itself
             save_checkpoint()
     finally:
         progress.stop()
     return pos.records
-
-
-def _sampling_record(net: Network, comm: Communicator) -> dict[str, Any]:
-    """What the output layer's sampler did this epoch, over all ranks (rank 0's tables for bucket occupancy is
-    not enough: every rank has its own, so their figures are averaged).
-
-    lsh_retrieved_*: per sample, the labels plus the neurons the tables returned before any padding, summed
-    over ranks (SLIDE's own counter; the frequent neurons left out), on the first 16 samples of every batch.
-    *_share: where the active entries came from (labels, frequent neurons, tables, uniform padding).
-    """
-    sampler = net.output.sampler
-    s = sampler.reset_stats()
-    index = sampler.index.reset_stats() if sampler.index is not None else IndexStats()
-    heads = np.zeros(0, np.int64)
-    if net.output.sampler.retrieves and s.retrieved_sample:  # uniform or dense runs retrieve nothing
-        heads = comm.allreduce(np.concatenate(s.retrieved_sample).astype(np.int64))
-    active = comm.allreduce(np.concatenate(s.active_sample).astype(np.int64)) if s.active_sample else np.zeros(0)
-    parts = comm.allreduce(np.array([s.labels, s.frequent, s.retrieved, s.padding], dtype=np.int64)).astype(float)
-    total = max(parts.sum(), 1.0)
-    out: dict[str, Any] = {
-        "lsh_bits_per_table": sampler.resolved_lsh().bits_per_table if sampler.retrieves else None,
-        "lsh_retrieved_mean": float(heads.mean()) if len(heads) else None,
-        "lsh_retrieved_p50": float(np.percentile(heads, 50)) if len(heads) else None,
-        "lsh_retrieved_p95": float(np.percentile(heads, 95)) if len(heads) else None,
-        # per-input active counts (labels, frequent, retrieved, padding) on the same samples
-        "active_p05": float(np.percentile(active, 5)) if len(active) else None,
-        "active_p50": float(np.percentile(active, 50)) if len(active) else None,
-        "active_p95": float(np.percentile(active, 95)) if len(active) else None,
-        "label_share": parts[0] / total,
-        "frequent_share": parts[1] / total,
-        "lsh_share": parts[2] / total,
-        "padding_share": parts[3] / total,
-        "rebuilds": int(comm.max_scalar(index.rebuilds)),
-        "rebuild_time_s": comm.max_scalar(index.rebuild_seconds),
-        "drift_check_time_s": comm.max_scalar(index.drift_seconds),
-        "hash_fits": int(comm.max_scalar(index.fits)),
-        "hash_fits_rejected": int(comm.max_scalar(index.fits_rejected)),
-        "hash_fit_time_s": comm.max_scalar(index.fit_seconds),
-    }
-    if sampler.index is not None and sampler.index.drift is not None:  # the latest drift measured, mean over ranks
-        out["lsh_drift"] = comm.sum_scalar(sampler.index.drift.last) / comm.size
-    for key, value in index.buckets.items():
-        out[key] = comm.sum_scalar(value) / comm.size
-    return out
-
-
-def _warn_if_mostly_padding(record: dict[str, Any]) -> None:
-    """Say so when the tables found less than half of the active set: the rest is random padding, and the run is
-    then close to uniform sampling whatever its hash settings claim (too large a K for this many outputs)."""
-    retrieved, active = record.get("lsh_retrieved_p50"), record.get("active_p50")
-    if retrieved is None or not active or retrieved >= 0.5 * active:
-        return
-    print(
-        f"warning: epoch {record['epoch']}: the hash tables retrieved a median of {retrieved:,.0f} neurons a sample "
-        f"against {active:,.0f} active ({record['padding_share']:.0%} of the active set is random padding, "
-        f"K={record['lsh_bits_per_table']}): lower --bits or raise --tables",
-        file=sys.stderr,
-        flush=True,
-    )
 
 
 def _epoch_record(
@@ -420,37 +353,29 @@ def _epoch_record(
     comm_seconds = comm.sum_scalar(pos.comm_seconds) / comm.size
     rss = comm.allgather_object(round(peak_rss_mb(), 1))
     samples = max(pos.samples, 1)
-    return {
-        "system": "dslide",
-        "epoch": pos.epoch + 1,
-        "step": pos.global_step,
-        "steps": pos.step_in_epoch,
-        "steps_per_epoch": steps_per_epoch,
+    first_step_s = comm.max_scalar(pos.first_step_s or 0.0)  # collectives in the same order on every rank
+    bytes_sent, bytes_received = int(comm.sum_scalar(pos.bytes_sent)), int(comm.sum_scalar(pos.bytes_received))
+    eval_bytes_sent = int(comm.sum_scalar(eval_bytes))
+    shown = {
         "p@1": scores.get("p@1"),
         "p@3": scores.get("p@3"),
         "p@5": scores.get("p@5"),
         "popularity_p@1": popularity,  # always predicting the commonest training label
         "top1_concentration": scores.get("top1_concentration"),  # share of test points given the commonest top-1
         **{k: v for k, v in scores.items() if k.startswith("train_")},  # --train-eval-points: P@k on training points
-        "loss": pos.loss_sum / samples,  # every rank computed the same, global, loss
-        "epoch_time_s": train_seconds,
-        "first_step_s": comm.max_scalar(pos.first_step_s or 0.0),
-        "samples_per_s": pos.samples / max(train_seconds, 1e-9),
-        "avg_active": active / samples,
-        "peak_rss_mb": max(rss),
-        "peak_rss_mb_per_rank": rss,
-        "ranks": comm.size,
-        "nodes": comm.size,
-        "threads": cfg.threads,
-        "bytes_sent": int(comm.sum_scalar(pos.bytes_sent)),
-        "bytes_received": int(comm.sum_scalar(pos.bytes_received)),
-        "comm_time_s": comm_seconds,
-        "compute_time_s": train_seconds - comm_seconds,
-        "eval_time_s": eval_seconds,
-        "eval_bytes_sent": int(comm.sum_scalar(eval_bytes)),
-        "eval_mode": cfg.eval_mode,
+    }
+    record = run_dir.epoch_metrics(
+        system="dslide", epoch=pos.epoch + 1, step=pos.global_step, steps=pos.step_in_epoch,
+        steps_per_epoch=steps_per_epoch, scores=shown, loss=pos.loss_sum / samples,  # the same, global, on every rank
+        epoch_time_s=train_seconds, first_step_s=first_step_s, samples=pos.samples, avg_active=active / samples,
+        peak_rss_mb_per_rank=rss, ranks=comm.size, threads=cfg.threads, bytes_sent=bytes_sent,
+        bytes_received=bytes_received, comm_time_s=comm_seconds, eval_time_s=eval_seconds,
+        eval_bytes_sent=eval_bytes_sent, eval_mode=cfg.eval_mode,
+    )  # fmt: skip
+    return {
+        **record,
         "test_points": len(test_ds),
-        **_sampling_record(net, comm),
+        **sampling_record(net, comm),
         **pos.recall,
         "recall_time_s": comm.max_scalar(pos.recall_seconds),
     }

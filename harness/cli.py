@@ -197,7 +197,7 @@ def slurm_script_command(nodes: int, cores: int, time_limit: str, partition: str
     --iface eth0 --shape 1gbit. `--launcher slurm` (and, for run, --nodes/--cores) are added; submit with sbatch.
     """
 
-    from dslide.checkpoint import atomic_write_text
+    from dslide.run_dir import atomic_write_text
     from harness.cluster.slurm import SlurmError, sbatch_script
 
     args = list(harness_args)

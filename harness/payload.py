@@ -25,6 +25,8 @@ from pathlib import Path
 import click
 import numpy as np
 
+from dslide import run_dir
+
 OPS = ("sendrecv", "allgather", "allreduce")
 
 
@@ -77,7 +79,7 @@ def main(nbytes: int, op: str, out_dir: str | None, repeat: int, kill_rank: int 
     ranks = comm.gather({"pid": os.getpid(), "host": socket.gethostname()})
     if rank == 0 and out_dir:  # as `dslide train` does: lets the harness name a rank that died by its pid
         Path(out_dir).mkdir(parents=True, exist_ok=True)
-        (Path(out_dir) / "ranks.json").write_text(json.dumps(dict(enumerate(ranks)), indent=1))
+        run_dir.write_ranks(Path(out_dir), ranks)
     warm_up = min(nbytes, 1 << 20)
     run_op(comm, op, warm_up)  # transports connect, TCP windows open
     comm.Barrier()
@@ -112,9 +114,7 @@ def main(nbytes: int, op: str, out_dir: str | None, repeat: int, kill_rank: int 
         }
         print(json.dumps(line), flush=True)
         if out_dir:
-            Path(out_dir).mkdir(parents=True, exist_ok=True)
-            with open(Path(out_dir) / "metrics.jsonl", "a") as f:
-                f.write(json.dumps(line) + "\n")
+            run_dir.append_line(Path(out_dir) / run_dir.METRICS, line)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,27 @@ from pathlib import Path
 import click
 
 
+def train_test_paths(
+    comm, dataset: str | None, data_dir: str | None, train_path: str | None, test_path: str | None,
+    need_test: bool = True,
+) -> tuple[str, str]:  # fmt: skip
+    """The files of --dataset NAME (rank 0 makes a missing preset) or of --train/--test, as the commands take them."""
+    if dataset:
+        if train_path or test_path:
+            raise click.UsageError("give either --dataset or --train/--test, not both")
+        from dslide.data.directory import data_dir as resolve_dir
+        from dslide.data.registry import dataset_paths
+
+        # Rank 0 generates a missing synthetic preset; the others wait, then read the same files.
+        if comm.rank == 0:
+            dataset_paths(dataset, resolve_dir(data_dir))
+        comm.barrier()
+        return dataset_paths(dataset, resolve_dir(data_dir), make=False)
+    if not train_path or (need_test and not test_path):
+        raise click.UsageError("give --train and --test files, or --dataset NAME")
+    return train_path, test_path
+
+
 @click.group()
 def data() -> None:
     """Inspect and convert datasets."""

@@ -24,6 +24,17 @@ PAPER = {
 SYSTEM_COLOURS = {"dslide": "tab:blue", "horovod": "tab:red", "tf-dense": "tab:green"}
 
 
+def finish_log_axes(fig, ax, path: Path, xlabel: str, ylabel: str) -> bool:
+    """Label the axes, a log y axis, grid and legend as every figure of the report has them; save atomically."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_yscale("log")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    save_figure(fig, path)
+    return True
+
+
 def figure_epoch_time(measured: list[Measured], model: Model, machine_cores: int, path: Path) -> bool:
     plt = pyplot()
 
@@ -91,13 +102,7 @@ def figure_speedup(measured: list[Measured], model: Model, machine_cores: int, p
         ratio = [predicted_speedup(model, ClusterShape(n, 1, bw, machine_cores)) for n in nodes_axis]
         ax.plot(nodes_axis, ratio, "-", color=colour, alpha=0.6, label=f"{label} model ({machine_cores} shared cores)")
     ax.plot([2], [PAPER["speedup_2x8_1gbit"]], "k*", markersize=12, label="paper: 80x (2 x 8 cores, 1 Gbit/s)")
-    ax.set_xlabel("nodes")
-    ax.set_ylabel("Horovod epoch time / D-SLIDE epoch time")
-    ax.set_yscale("log")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
-    save_figure(fig, path)
-    return True
+    return finish_log_axes(fig, ax, path, "nodes", "Horovod epoch time / D-SLIDE epoch time")
 
 
 def figure_bytes(measured: list[Measured], path: Path) -> bool:
@@ -128,13 +133,7 @@ def figure_bytes(measured: list[Measured], path: Path) -> bool:
             alpha=0.5, label="D-SLIDE formula")  # fmt: skip
     ax.plot(nodes_axis, [costmodel.horovod_step_bytes(n, AMAZON_670K.parameters) for n in nodes_axis], "-",
             color="tab:red", alpha=0.5, label="Horovod ring allreduce")  # fmt: skip
-    ax.set_xlabel("nodes")
-    ax.set_ylabel("app-level bytes per training step (all ranks)")
-    ax.set_yscale("log")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
-    save_figure(fig, path)
-    return True
+    return finish_log_axes(fig, ax, path, "nodes", "app-level bytes per training step (all ranks)")
 
 
 def figure_accuracy(measured: list[Measured], path: Path) -> bool:

@@ -10,6 +10,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from dslide import run_dir
 from harness.cluster import launch
 from harness.run.spec import RunSpec
 from harness.run.store import git_commit, machine_info
@@ -23,7 +24,7 @@ MIN_WIRE_FRACTION_OF_APP = 0.1
 
 def read_metrics(work: Path) -> list[dict[str, Any]]:
     """The metrics.jsonl lines a system wrote (complete lines only)."""
-    path = work / "metrics.jsonl"
+    path = work / run_dir.METRICS
     if not path.exists():
         return []
     lines = []
@@ -64,7 +65,7 @@ def explain_failure(outcome: dict[str, Any], work: Path, addresses: dict[str, st
 def read_ranks(work: Path) -> dict[str, dict[str, Any]]:
     """ranks.json, which the systems write: rank -> {"pid", "host"} as each rank reported it ({} if absent)."""
     try:
-        return json.loads((work / "ranks.json").read_text())
+        return run_dir.read_ranks(work)
     except (OSError, ValueError):
         return {}
 

@@ -29,6 +29,7 @@ from rich.text import Text
 
 from baselines.env import baseline_command, baseline_python
 from baselines.env import mpiexec as baseline_mpiexec
+from dslide import run_dir
 from harness.cluster import launch, slurm
 from harness.cluster.emulated import Cluster, emulation_problem
 from harness.cluster.hosts import Hosts, over_ssh
@@ -142,8 +143,8 @@ def run(spec: RunSpec, console: Console | None = None) -> dict[str, Any]:
                           counter)  # fmt: skip
     record["cluster_prefix"] = cluster.prefix if cluster else None
     record["hosts"] = hosts  # real hosts: the hostfile's, or the allocation's nodes used (rank_hosts: who ran what)
-    if not spec.keep_checkpoints and (work / "checkpoint").is_dir():
-        shutil.rmtree(work / "checkpoint")  # the harness made `work`; the metrics are in the record
+    if not spec.keep_checkpoints and (work / run_dir.CHECKPOINT).is_dir():
+        shutil.rmtree(work / run_dir.CHECKPOINT)  # the harness made `work`; the metrics are in the record
     record["wall_time_s"] = round(time.time() - started, 3)
     path = append_record(spec.out / f"{spec.name or spec.system}.jsonl", record)
     colour = "green" if record["status"] == "ok" else "red"
@@ -248,7 +249,7 @@ def _kill_group(proc: subprocess.Popen[str]) -> None:
 def latest_progress(work: Path) -> str:
     """The newest of WORK/progress.jsonl (per-step lines, if the system writes them) or metrics.jsonl."""
     line: dict[str, Any] = {}
-    progress = work / "progress.jsonl"
+    progress = work / run_dir.PROGRESS
     if progress.exists():
         with open(progress, "rb") as f:
             f.seek(max(f.seek(0, os.SEEK_END) - 4096, 0))

@@ -33,6 +33,7 @@ from typing import Any
 
 import click
 
+from dslide import run_dir
 from harness.plotting import pyplot, save_figure
 from harness.run.store import git_commit, machine_info
 from harness.study.experiments import LEARNED_HASH_ARGS
@@ -63,7 +64,7 @@ def run_arm(
         points = int(f.readline().split()[0])  # XC header: points features labels
     steps = num_batches(points, 128)
     work = out / arm
-    done = work / "metrics.jsonl"
+    done = work / run_dir.METRICS
     if done.exists() and len(done.read_text().splitlines()) >= epochs:
         return collect(arm, work)
     command = [
@@ -72,7 +73,7 @@ def run_arm(
         "--eval-every", str(max(1, steps // EVALS_PER_EPOCH)), "--eval-slice", str(eval_slice),
         "--test-points", str(test_points), *ARMS[arm], *extra,
     ]  # fmt: skip
-    if (work / "checkpoint" / "LATEST").exists():
+    if (work / run_dir.CHECKPOINT / "LATEST").exists():
         command.append("--resume")
     work.mkdir(parents=True, exist_ok=True)
     (work / "command.txt").write_text(" ".join(command[2:]) + "\n")
@@ -91,8 +92,8 @@ KEEP = (
 
 
 def collect(arm: str, work: Path) -> dict[str, Any]:
-    metrics = [json.loads(line) for line in (work / "metrics.jsonl").read_text().splitlines()]
-    evals = (work / "eval.jsonl").read_text().splitlines() if (work / "eval.jsonl").exists() else []
+    metrics = [json.loads(line) for line in (work / run_dir.METRICS).read_text().splitlines()]
+    evals = (work / run_dir.EVAL).read_text().splitlines() if (work / run_dir.EVAL).exists() else []
     curve = [json.loads(line) for line in evals]
     # train_seconds in eval.jsonl restarts every epoch: make it cumulative
     offsets, total = {}, 0.0
@@ -196,7 +197,7 @@ def run(
     active = retrieved = None
     for arm in arms:
         if collect_only:
-            if (out / arm / "metrics.jsonl").exists():
+            if (out / arm / run_dir.METRICS).exists():
                 result = collect(arm, out / arm)
                 result["epochs_planned"] = epochs
                 results.append(result)

@@ -180,13 +180,19 @@ def test_each_rank_fits_its_own_learned_hashes_without_extra_communication(files
         assert int(f["output.family.fits"]) == 6 and int(f["output.fit.queries_seen"]) > 0
 
 
+def failing_job_stderr(cmd: list[str]) -> str:
+    """Run an MPI job that must fail; its stderr."""
+    proc = subprocess.run(cmd, env=env(), timeout=300, capture_output=True, text=True)
+    assert proc.returncode != 0
+    return proc.stderr
+
+
 @pytest.mark.mpi
 def test_ranks_that_disagree_on_the_configuration_stop_with_a_clear_error(files, tmp_path):
     out = tmp_path / "mismatch"
     cmd = [mpiexec(), "-n", "1", *train_cmd(files, out), ":", "-n", "1", *train_cmd(files, out, "--seed", "7")]
-    proc = subprocess.run(cmd, env=env(), timeout=300, capture_output=True, text=True)
-    assert proc.returncode != 0
-    assert "disagree" in proc.stderr and "ranks [1]" in proc.stderr
+    stderr = failing_job_stderr(cmd)
+    assert "disagree" in stderr and "ranks [1]" in stderr
 
 
 @pytest.mark.mpi
@@ -195,9 +201,8 @@ def test_a_failing_rank_aborts_the_job_naming_the_rank(files, tmp_path):
     bad.write_text("2 300 120\n1,2 5:1.0\n3 7:nan\n")
     cmd = [mpiexec(), "-n", "1", *train_cmd(files, tmp_path / "a"), ":", "-n", "1", dslide_exe(), "train",
            "--train", str(bad), "--test", str(files[1]), "--out", str(tmp_path / "a"), "--no-progress"]  # fmt: skip
-    proc = subprocess.run(cmd, env=env(), timeout=300, capture_output=True, text=True)
-    assert proc.returncode != 0
-    assert "rank 1 of 2 failed" in proc.stderr and "bad.txt:3" in proc.stderr
+    stderr = failing_job_stderr(cmd)
+    assert "rank 1 of 2 failed" in stderr and "bad.txt:3" in stderr
 
 
 @pytest.mark.mpi
