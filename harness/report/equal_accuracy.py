@@ -20,6 +20,7 @@ from typing import Any
 
 from harness.plotting import pyplot
 from harness.report.measured import Measured, accuracy_over_time, model_shape, select
+from harness.run.spec import batch_size
 
 TARGET_SHARE = 0.9
 LEARNED_ARM = "dslide-learned"  # D-SLIDE with learned hash functions: drawn and tabled, not part of the target
@@ -64,10 +65,10 @@ def horovod_curve(step: Measured, dense: Measured) -> Curve:
         steps += epoch["steps"]
         seconds.append(steps * step_s)
         p1.append(epoch["p@1"])
-    per_process = step.point.args[step.point.args.index("--batch-size") + 1]
+    per_process = batch_size(step.point.args)
     name = f"Horovod ({per_process} per process)"
     ran = step.records[0].get("steps")
-    how = (f"constructed: dense TF's P@1 per epoch (global batch {int(per_process) * step.point.nodes}) x Horovod's "
+    how = (f"constructed: dense TF's P@1 per epoch (global batch {per_process * step.point.nodes}) x Horovod's "
            f"{step_s:.3g} s per step measured over {ran} steps at this rate (extrapolated)")  # fmt: skip
     return Curve(name, tuple(seconds), tuple(p1), how)
 

@@ -15,6 +15,7 @@ from typing import Any
 from harness.cluster.rates import parse_rate
 from harness.report.costmodel import ModelShape
 from harness.run.record import extrapolate_epoch, link_bytes_per_training_step, training_steps
+from harness.run.spec import first_hidden_width
 from harness.run.store import read_records, record_machine
 from harness.study.experiments import Point
 
@@ -36,7 +37,7 @@ def model_shape(point: Point) -> ModelShape:
     from dslide.data.synthetic import PRESETS
 
     spec = REAL.get(point.dataset) or PRESETS[point.dataset]
-    hidden = int(point.args[point.args.index("--hidden") + 1]) if "--hidden" in point.args else 128
+    hidden = first_hidden_width(point.args)
     return ModelShape(spec.num_features, spec.num_labels, hidden=hidden)
 
 

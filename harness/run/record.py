@@ -12,7 +12,7 @@ from typing import Any
 
 from dslide import run_dir
 from harness.cluster import launch
-from harness.run.spec import RunSpec
+from harness.run.spec import RunSpec, batch_size
 from harness.run.store import git_commit, machine_info
 
 # With more than one node, fewer wire bytes than 10% of what the ranks say they sent (or than 256 KiB when
@@ -229,7 +229,7 @@ def full_steps_per_epoch(last: dict[str, Any], train: str | None, system_args: l
         return int(reported)
     batch = last.get("global_batch_size")
     if batch is None:
-        batch = int(system_args[system_args.index("--batch-size") + 1]) if "--batch-size" in system_args else 128
+        batch = batch_size(system_args)
     try:
         with open(train or "") as f:
             points = int(f.readline().split()[0])

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from dslide.config import NetworkConfig, TrainConfig
 
 SYSTEMS = ("dslide", "tf-dense", "tf-sampled", "horovod", "payload")
 SINGLE_NODE_SYSTEMS = ("tf-dense", "tf-sampled")
@@ -68,3 +71,21 @@ class RunSpec:
             raise RunError("--ssh: a Slurm run reaches its nodes with srun, not ssh")
         if self.shape and not self.iface:
             raise RunError("--shape needs --iface: the interface the ranks talk over on every host")
+
+
+def option_value(args: Sequence[str], option: str) -> str | None:
+    """The value given to `option` in a command's arguments (the last one wins, as click reads them), or None."""
+    at = [i for i, a in enumerate(args[:-1]) if a == option]
+    return args[at[-1] + 1] if at else None
+
+
+def batch_size(args: Sequence[str]) -> int:
+    """The batch size a system's arguments ask for: --batch-size, else dslide train's default."""
+    value = option_value(args, "--batch-size")
+    return int(value) if value is not None else TrainConfig.batch_size
+
+
+def first_hidden_width(args: Sequence[str]) -> int:
+    """The first hidden layer's width a system's arguments ask for: --hidden, else dslide train's default."""
+    value = option_value(args, "--hidden")
+    return int(value.split(",")[0]) if value is not None else NetworkConfig.hidden[0]
