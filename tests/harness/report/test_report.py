@@ -264,3 +264,13 @@ def test_figures_plot_the_hand_computed_values(results, monkeypatch):
     assert bytes_drawn["|dslide measured"] == ([2], [pytest.approx(DSLIDE_2_NODES)])
     assert bytes_drawn["|horovod measured"] == ([2], [pytest.approx(HOROVOD_2_NODES)])
     assert bytes_drawn["|D-SLIDE formula"][1][0] == DSLIDE_2_NODES  # the formula line at 2 nodes
+
+
+def test_the_race_says_where_dslide_stays_below_dense_tf_only_when_it_does(results):
+    report = write_report(results / "runs", results).read_text()
+    assert "D-SLIDE's best P@1 here (0.600) is below dense TF's (0.620)" in report
+    for path in (results / "runs").glob("tta-dslide*.jsonl"):
+        text = path.read_text()
+        assert '"p@1": 0.6,' in text
+        path.write_text(text.replace('"p@1": 0.6,', '"p@1": 0.65,'))
+    assert "is below dense TF" not in write_report(results / "runs", results).read_text()
