@@ -216,10 +216,8 @@ class OutputSampler:
     # -- checkpoints -----------------------------------------------------------------------------------
 
     def state(self, prefix: str) -> dict[str, np.ndarray]:
-        out = {f"{prefix}redraws": np.array(0), f"{prefix}frequent": self.frequent}
-        if self.index is not None:
-            out.update(self.index.state(prefix))
-        return out
+        out = self.index.state(prefix) if self.index is not None else {f"{prefix}redraws": np.array(0)}
+        return {**out, f"{prefix}frequent": self.frequent}
 
     def load_state(self, prefix: str, state: dict[str, np.ndarray]) -> None:
         self.frequent = np.ascontiguousarray(state.get(f"{prefix}frequent", self.frequent), dtype=np.int32)

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from dslide.data.cli import train_test_paths
+from dslide.run_dir import atomic_write_text
 
 
 @click.group()
@@ -93,6 +94,4 @@ def compare(run_dir, train_path, dataset, data_dir, queries, draws, out_path) ->
             f"{len(ratios)} draws {np.median(ratios):.2f}, range {min(ratios):.2f}-{max(ratios):.2f}"
         )
     if out_path:
-        tmp = Path(out_path).with_suffix(".tmp")
-        tmp.write_text("".join(json.dumps(r) + "\n" for r in records))
-        tmp.replace(out_path)
+        atomic_write_text(Path(out_path), "".join(json.dumps(r) + "\n" for r in records))

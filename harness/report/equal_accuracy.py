@@ -73,6 +73,13 @@ def horovod_curve(step: Measured, dense: Measured) -> Curve:
     return Curve(name, tuple(seconds), tuple(p1), how)
 
 
+def race(measured: list[Measured]) -> tuple[Measured, Measured] | None:
+    """The race's first finished D-SLIDE and dense TF measurements (None unless both ran)."""
+    d = [m for m in select(measured, "tta", "dslide") if m.ok]
+    tf = [m for m in select(measured, "tta", "tf-dense") if m.ok]
+    return (d[0], tf[0]) if d and tf else None
+
+
 def curves(measured: list[Measured], nodes: int, bandwidth: str) -> list[Curve]:
     """Every curve at `nodes` x 1 core and `bandwidth` that the records allow."""
     out = [dslide_curve(m, name) for arm, name in (("dslide", "D-SLIDE"), (LEARNED_ARM, LEARNED_NAME))

@@ -114,11 +114,10 @@ WHY_BELOW_DENSE = "results/time-to-accuracy/catalog/README.md"
 
 def below_dense_note(measured: list[Measured]) -> list[str]:
     """When D-SLIDE's best P@1 is below dense TF's, say by how much and where that gap is measured apart."""
-    d = [m for m in select(measured, "tta", "dslide") if m.ok]
-    tf = [m for m in select(measured, "tta", "tf-dense") if m.ok]
-    if not d or not tf:
+    pair = equal_accuracy.race(measured)
+    if pair is None:
         return []
-    ours, theirs = max(accuracy_over_time(d[0].records[0])[1]), max(accuracy_over_time(tf[0].records[0])[1])
+    ours, theirs = (max(accuracy_over_time(m.records[0])[1]) for m in pair)
     if ours >= theirs:
         return []
     return ["", f"D-SLIDE's best P@1 here ({ours:.3f}) is below dense TF's ({theirs:.3f}). On the same data, the same "
