@@ -36,9 +36,34 @@ def model_shape(point: Point) -> ModelShape:
     from dslide.data.registry import REAL  # deferred: dslide.data loads numba
     from dslide.data.synthetic import PRESETS
 
-    spec = REAL.get(point.dataset) or PRESETS[point.dataset]
     hidden = first_hidden_width(point.args)
-    return ModelShape(spec.num_features, spec.num_labels, hidden=hidden)
+    if point.dataset in REAL or point.dataset in PRESETS:
+        spec = REAL.get(point.dataset) or PRESETS[point.dataset]
+        return ModelShape(spec.num_features, spec.num_labels, hidden=hidden)
+    words = corpus_words(point.dataset)  # a real corpus: its vocabulary is known once it is built
+    return ModelShape(words, words, hidden=hidden)
+
+
+def has_fixed_shape(dataset: str) -> bool:
+    """A registered set or preset, whose shape is known without its files (not a corpus built from text)."""
+    from dslide.data.registry import REAL
+    from dslide.data.synthetic import PRESETS
+
+    return dataset in REAL or dataset in PRESETS
+
+
+def corpus_words(name: str) -> int:
+    """The vocabulary of a built real-text corpus, from its meta.json (dslide/data/real_text.py)."""
+    import json
+
+    from dslide.data.registry import dataset_dir
+
+    meta = dataset_dir(name) / "meta.json"
+    try:
+        return int(json.loads(meta.read_text())["train"]["features"])
+    except (OSError, KeyError, ValueError) as e:
+        raise ValueError(f"{meta}: the vocabulary of corpus {name} is unknown until it is built "
+                         f"(`harness data make {name}`): {e}") from e  # fmt: skip
 
 
 def accuracy_over_time(record: dict[str, Any]) -> tuple[list[float], list[float]]:

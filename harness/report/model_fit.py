@@ -7,7 +7,7 @@ import dataclasses
 
 from harness.report import costmodel
 from harness.report.costmodel import AMAZON_670K, ClusterShape
-from harness.report.measured import Measured, model_shape, select
+from harness.report.measured import Measured, has_fixed_shape, model_shape, select
 
 
 @dataclasses.dataclass
@@ -23,7 +23,7 @@ def fit_model(measured: list[Measured]) -> Model:
     Compute is assumed to scale linearly with the cores of a node (runs with 2 cores per node are left out of the
     fit so they do not mix thread scaling into the serial/parallel split)."""
     usable = [m for m in measured if m.point.arm in ("dslide", "horovod") and m.point.cores_per_node == 1]
-    usable = [m for m in usable if model_shape(m.point) == AMAZON_670K]
+    usable = [m for m in usable if has_fixed_shape(m.point.dataset) and model_shape(m.point) == AMAZON_670K]
     calibrations = {}
     for system in ("dslide", "horovod"):
         records = [r for m in usable if m.point.system == system for r in m.records]

@@ -58,6 +58,30 @@ def popularity(point: Point) -> tuple[float, float] | None:
     return commonest_label_precision(point.dataset, evaluated_points(point))
 
 
+def count_predictor_ceiling(point: Point) -> float | None:
+    """On skip-gram data, the P@1 of predicting each centre word's commonest training context (harness/study/
+    ceiling.py), on the test points `point` evaluates: what the data allows. None for other data, or without it."""
+    from dslide.data.directory import data_dir  # deferred: dslide.data loads numba
+
+    return _count_predictor_ceiling(point.dataset, evaluated_points(point), data_dir())
+
+
+@functools.cache
+def _count_predictor_ceiling(dataset: str, test_points: int | None, root: Path) -> float | None:
+    import numpy as np
+
+    from dslide.data.registry import dataset_paths
+    from dslide.data.xc_format import load_dataset
+    from harness.study.ceiling import count_predictor_p_at_1
+
+    try:
+        train_path, test_path = dataset_paths(dataset, root, make=False)
+        train, test = load_dataset(train_path), load_dataset(test_path)
+    except (OSError, KeyError, ValueError):
+        return None
+    return count_predictor_p_at_1(train, test.subset(np.arange(min(test_points or len(test), len(test)))))
+
+
 def popularity_text(m: Measured) -> str:
     got = popularity(m.point)
     return "n/a" if got is None else f"{got[0]:.3f} / {got[1]:.3f}"

@@ -211,15 +211,19 @@ def test_the_text8_profile_fills_the_text8_row_of_the_first_table(results):
     manifest = {"profile": "text8", "invocations": [], "experiments": ["rq4-text8"],
                 "points": [dict(vars(p), outcome="ok") for p in points]}  # fmt: skip
     write_json_atomically(manifest_path(results, "text8"), manifest)
-    for i, p in enumerate(points):  # D-SLIDE 0.05 s per step; dense TF 2 s per step (10 steps run)
+    for i, p in enumerate(points):  # D-SLIDE 0.05 s per step; dense TF 2 s per step (whole epochs)
         step = {"dslide": 0.05, "tf-sampled": 0.2, "tf-dense": 2.0}[p.system]
-        append_record(results / "runs" / f"{p.records_name}.jsonl", fixture_record(p, step, step, f"t{i}", p1=0.4))
+        p1 = {"dslide": 0.4, "tf-sampled": 0.35, "tf-dense": 0.41}[p.system]
+        append_record(results / "runs" / f"{p.records_name}.jsonl", fixture_record(p, step, step, f"t{i}", p1=p1))
     text = write_report(results / "runs", results).read_text()
     glance = text.split("# This machine (")[0]
     assert "`quick + text8`" in glance
     row = next(line for line in glance.splitlines() if line.startswith("| Text8, 2 nodes"))
-    assert "D-SLIDE 2 x 1 core: P@1 0.400" in row and f"{2.0 / 0.05:,.1f}x D-SLIDE's" in row
-    assert "## RQ4-TEXT8" in text
+    assert "`real-text-wiki`, P@1 after 2 epoch(s); D-SLIDE 2 x 1 core: P@1 0.400" in row
+    assert "TF dense (1 node x 2 cores): P@1 0.410 (D-SLIDE -0.010)" in row and f"{2.0 / 0.05:,.1f}x D-SLIDE's" in row
+    assert "extrapolated" not in row  # every arm ran whole epochs
+    assert "## RQ4-TEXT8" in text and "P@k are at equal epochs" in text
+    assert "`real-text-wiki`: real English text, not generated" in text
 
 
 def test_the_cpu_line_names_every_cpu_the_records_name():

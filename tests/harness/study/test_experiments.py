@@ -90,8 +90,11 @@ def test_evaluation_flag_matches_the_system():
 def test_the_text8_row_is_its_own_profile_and_part_of_paper():
     text8 = plan("text8", machine_cores=2)
     assert {(p.arm, p.nodes) for p in text8} == {("dslide", 1), ("dslide", 2), ("tf-sampled", 1), ("tf-dense", 1)}
-    assert all(p.dataset == "text8-small" and (p.max_steps is None) == (p.arm != "tf-dense") for p in text8)
-    assert {p.dataset for p in plan("paper", machine_cores=64) if p.experiment == "rq4-text8"} == {"text8-wiki"}
+    # real text, every arm whole epochs (accuracy at equal epochs), dense TF included
+    assert all(p.dataset == "real-text-wiki" and p.max_steps is None and p.epochs == 2 for p in text8)
+    paper = [p for p in plan("paper", machine_cores=64) if p.experiment == "rq4-text8"]
+    assert {p.dataset for p in paper} == {"text8-wiki"}
+    assert all((p.max_steps is None) == (p.arm != "tf-dense") for p in paper)
 
 
 def test_rq5_is_the_800m_parameter_model():
