@@ -35,29 +35,14 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def dataset_files(
-    train: str | None, test: str | None, dataset: str | None, data_dir: str | None = None, make: bool = True
-) -> tuple[str, str]:
-    """The train/test XC paths: given, or those of a registry dataset (a missing synthetic preset is made)."""
-    if dataset:
-        if train or test:
-            raise click.UsageError("give either --dataset or --train/--test, not both")
-        from dslide.data.directory import data_dir as resolve_dir
-        from dslide.data.registry import dataset_paths
-
-        return tuple(str(p) for p in dataset_paths(dataset, resolve_dir(data_dir), make=make))
-    if not (train and test):
-        raise click.UsageError("give --train and --test files, or --dataset NAME")
-    return train, test
-
-
 def load_data(
     train: str | None, test: str | None, dataset: str | None, data_dir: str | None = None
 ) -> tuple[SparseDataset, SparseDataset]:
     """Train and test sets from XC-format paths, or from a dataset name of dslide's registry."""
     from dslide.data import load_dataset
+    from dslide.data.cli import train_test_paths
 
-    train, test = dataset_files(train, test, dataset, data_dir)
+    train, test = train_test_paths(None, dataset, data_dir, train, test)
     return load_dataset(train), load_dataset(test)
 
 

@@ -30,10 +30,12 @@ from pathlib import Path
 import click
 import numpy as np
 
-from baselines.common import StepResult, common_options, dataset_files, epoch_record, peak_rss_mb, train_epoch
+from baselines.common import StepResult, common_options, epoch_record, peak_rss_mb, train_epoch
 from baselines.tf_dense import Settings, settings_from_cli
 from dslide import run_dir
+from dslide.comm import ring_allreduce_mean_bytes
 from dslide.data.batching import num_batches
+from dslide.data.cli import train_test_paths
 
 
 def io_bytes() -> tuple[int, int]:
@@ -42,9 +44,20 @@ def io_bytes() -> tuple[int, int]:
     return int(fields["wchar"]), int(fields["rchar"])
 
 
-def ring_allreduce_bytes(gradient_bytes: int, processes: int) -> int:
-    """Bytes one process sends (and receives) in a ring allreduce (reduce-scatter + allgather) of a buffer."""
-    return 2 * (processes - 1) * gradient_bytes // processes
+class HorovodRanks:
+    """Horovod's processes as train_test_paths wants them: rank 0 makes a missing preset while the others wait."""
+
+    @property
+    def rank(self) -> int:
+        import horovod.tensorflow as hvd
+
+        return hvd.rank()
+
+    def barrier(self) -> None:
+        import horovod.tensorflow as hvd
+        import tensorflow as tf
+
+        hvd.allreduce(tf.constant(0.0), name="data_ready")
 
 
 def fit_horovod(
@@ -119,7 +132,7 @@ def fit_horovod(
         batch = make_batch(train, np.array_split(global_rows, size)[rank])
         global_size = tf.constant(float(len(global_rows)))
         own_rows = int(batch.features.values.shape[0]) if sparse_gradient else 0  # one gradient row per nonzero
-        sent = ring_allreduce_bytes(gradient_bytes, size)
+        sent = ring_allreduce_mean_bytes(gradient_bytes, size)
         comm = 0.0
         if overlap:
             loss, rows = overlapped_step(batch.features, batch.label_rows, batch.label_ids, global_size)
@@ -256,17 +269,13 @@ def main(
     if cpu_ops:
         os.environ["HOROVOD_CPU_OPERATIONS"] = cpu_ops
     import horovod.tensorflow as hvd
-    import tensorflow as tf
 
     from baselines.model import set_threads
     from dslide.data import load_dataset
 
-    set_threads(kwargs["threads"])  # before TensorFlow runs any op (the barrier below does)
+    set_threads(kwargs["threads"])  # before TensorFlow runs any op (the data barrier may run one)
     hvd.init()
-    if dataset and hvd.rank() == 0:  # rank 0 makes a missing synthetic preset; the others wait, then read it
-        dataset_files(train_path, test_path, dataset, data_dir)
-    hvd.allreduce(tf.constant(0.0), name="data_ready")  # a barrier
-    train_file, test_file = dataset_files(train_path, test_path, dataset, data_dir, make=False)
+    train_file, test_file = train_test_paths(HorovodRanks(), dataset, data_dir, train_path, test_path)
     train, test = load_dataset(train_file), load_dataset(test_file)
     records = fit_horovod(train, test, settings_from_cli(kwargs), Path(out_dir), overlap, sparse_gradient)
     for r in records:

@@ -81,6 +81,17 @@ class CommStats:
         return sum(self.bytes_received.values())
 
 
+def ring_allreduce_total_bytes(nbytes: int, size: int) -> int:
+    """Bytes all ranks together send (and receive) in a ring all-reduce of an `nbytes` buffer: 2 n (P - 1)."""
+    return 2 * (size - 1) * nbytes
+
+
+def ring_allreduce_mean_bytes(nbytes: int, size: int) -> int:
+    """Bytes one rank sends (and receives) in a ring all-reduce of `nbytes`, averaged over ranks: 2 n (P - 1) / P,
+    rounded down (ring_allreduce_bytes gives each rank's exact share)."""
+    return ring_allreduce_total_bytes(nbytes, size) // size
+
+
 def ring_allreduce_bytes(count: int, itemsize: int, size: int, rank: int) -> tuple[int, int]:
     """(sent, received) bytes of `rank` in a ring all-reduce of `count` items over `size` ranks: the array is cut
     into `size` chunks (sizes differ by at most one item); a rank sends every chunk but one in the reduce-scatter

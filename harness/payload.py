@@ -26,6 +26,7 @@ import click
 import numpy as np
 
 from dslide import run_dir
+from dslide.comm import ring_allreduce_mean_bytes
 
 OPS = ("sendrecv", "allgather", "allreduce")
 
@@ -38,7 +39,7 @@ def bytes_sent_per_rank(op: str, nbytes: int, ranks: int) -> int:
         return nbytes
     if op == "allgather":
         return (ranks - 1) * nbytes
-    return 2 * (ranks - 1) * nbytes // ranks
+    return ring_allreduce_mean_bytes(nbytes, ranks)
 
 
 def run_op(comm, op: str, nbytes: int) -> None:  # comm: mpi4py.MPI.Comm

@@ -14,7 +14,8 @@ def train_test_paths(
     comm, dataset: str | None, data_dir: str | None, train_path: str | None, test_path: str | None,
     need_test: bool = True,
 ) -> tuple[str, str]:  # fmt: skip
-    """The files of --dataset NAME (rank 0 makes a missing preset) or of --train/--test, as the commands take them."""
+    """The files of --dataset NAME (rank 0 makes a missing preset) or of --train/--test, as every command (the
+    engine's, the baselines') takes them. `comm`: anything with `rank` and `barrier()`; None for one process."""
     if dataset:
         if train_path or test_path:
             raise click.UsageError("give either --dataset or --train/--test, not both")
@@ -22,9 +23,10 @@ def train_test_paths(
         from dslide.data.registry import dataset_paths
 
         # Rank 0 generates a missing synthetic preset; the others wait, then read the same files.
-        if comm.rank == 0:
+        if comm is None or comm.rank == 0:
             dataset_paths(dataset, resolve_dir(data_dir))
-        comm.barrier()
+        if comm is not None:
+            comm.barrier()
         return dataset_paths(dataset, resolve_dir(data_dir), make=False)
     if not train_path or (need_test and not test_path):
         raise click.UsageError("give --train and --test files, or --dataset NAME")

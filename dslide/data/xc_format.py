@@ -63,6 +63,14 @@ def _parse_header(path: Path, buf: np.ndarray) -> tuple[int, int, int, int]:
     return n, f, lab, end + 1
 
 
+def read_header(path: str | os.PathLike) -> tuple[int, int, int]:
+    """(num_points, num_features, num_labels) from an XC file's header line, without reading the rest."""
+    with open(path, "rb") as f:
+        head = np.frombuffer(f.read(1 << 12), dtype=np.uint8)
+    n, f_, lab, _ = _parse_header(Path(path), head)
+    return n, f_, lab
+
+
 def parse_xc_bytes(buf: np.ndarray, path: str | os.PathLike = "<bytes>") -> SparseDataset:
     """Parse a whole XC file held as a uint8 array; `path` only names the file in errors."""
     path = Path(path)

@@ -29,6 +29,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from dslide.comm import ring_allreduce_total_bytes
 from harness.cluster.rates import parse_rate
 from harness.run.record import training_steps
 
@@ -116,7 +117,7 @@ def horovod_step_bytes(nodes: int, parameters: int, gathered_rows: float = 0, ro
     """App-level bytes of one Horovod step, summed over ranks: a ring allreduce of `parameters` gradients, plus
     the allgather of `gathered_rows` IndexedSlices rows of `row_bytes` each (every rank receives the others')."""
     p = nodes
-    return int(2 * (p - 1) * parameters * BYTES_PER_FLOAT + (p - 1) * gathered_rows * row_bytes)
+    return int(ring_allreduce_total_bytes(parameters * BYTES_PER_FLOAT, p) + (p - 1) * gathered_rows * row_bytes)
 
 
 def horovod_sparse_step_bytes(nodes: int, shape: ModelShape) -> int:

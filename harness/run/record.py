@@ -230,10 +230,11 @@ def full_steps_per_epoch(last: dict[str, Any], train: str | None, system_args: l
     batch = last.get("global_batch_size")
     if batch is None:
         batch = batch_size(system_args)
+    from dslide.data.xc_format import read_header  # deferred: dslide.data loads numba
+
     try:
-        with open(train or "") as f:
-            points = int(f.readline().split()[0])
-    except (OSError, ValueError, IndexError):
+        points, _, _ = read_header(train or "")
+    except (OSError, ValueError):
         return int(reported) if reported else None
     return -(-points // int(batch))
 

@@ -58,10 +58,10 @@ def run_arm(
     """Train one arm (resuming an interrupted one) and return its metrics and held-out curve."""
     from dslide.data.batching import num_batches  # deferred: dslide.data loads numba
     from dslide.data.registry import dataset_paths
+    from dslide.data.xc_format import read_header
 
     train_path, _ = dataset_paths(dataset)
-    with open(train_path) as f:
-        points = int(f.readline().split()[0])  # XC header: points features labels
+    points, _, _ = read_header(train_path)
     steps = num_batches(points, 128)
     work = out / arm
     done = work / run_dir.METRICS

@@ -44,3 +44,16 @@ def test_a_launched_rank_without_an_mpi_library_says_what_to_install(without_mpi
     assert done.returncode != 0
     assert "started by an MPI launcher (PMI_RANK is set) but mpi4py cannot load an MPI library" in done.stderr
     assert "pip install -e '.[mpich]'" in done.stderr
+
+
+@pytest.mark.parametrize("count, itemsize, size", [(10, 4, 2), (1001, 4, 3), (7, 2, 8), (64, 8, 5)])
+def test_ring_allreduce_bytes_per_rank_sum_to_the_total_and_average_to_the_mean(count, itemsize, size):
+    """One formula (comm.py) behind the engine's exact per-rank counts, the payload's and Horovod's mean per rank,
+    and the cost model's total."""
+    from dslide.comm import ring_allreduce_bytes, ring_allreduce_mean_bytes, ring_allreduce_total_bytes
+
+    per_rank = [ring_allreduce_bytes(count, itemsize, size, r) for r in range(size)]
+    total = ring_allreduce_total_bytes(count * itemsize, size)
+    assert sum(s for s, _ in per_rank) == sum(r for _, r in per_rank) == total == 2 * (size - 1) * count * itemsize
+    assert ring_allreduce_mean_bytes(count * itemsize, size) == total // size
+    assert ring_allreduce_total_bytes(count * itemsize, 1) == 0

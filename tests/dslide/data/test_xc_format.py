@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dslide.data import DatasetFormatError, SparseDataset, load_dataset, read_xc, write_xc
-from dslide.data.xc_format import cache_path, parse_xc_bytes
+from dslide.data.xc_format import cache_path, parse_xc_bytes, read_header
 
 
 def parse(text: str, name: str = "f.txt") -> SparseDataset:
@@ -257,3 +257,12 @@ def test_gzip_and_byte_order_mark_are_read_and_negative_ids_named(tmp_path):
     (tmp_path / "e.txt.gz").write_bytes(gzip.compress(text)[:12])
     with pytest.raises(DatasetFormatError, match=r"e.txt.gz:1: gzip-compressed but unreadable"):
         read_xc(tmp_path / "e.txt.gz")
+
+
+def test_read_header_gives_the_header_alone_and_names_a_bad_one(tmp_path):
+    path = tmp_path / "d.txt"
+    path.write_text("3 10 7\n1,2 0:1\n3 4:0.5\n\n")  # the header says 3 points; the file holds 2
+    assert read_header(path) == (3, 10, 7)
+    path.write_text("3 ten 7\n1 0:1\n")
+    with pytest.raises(DatasetFormatError, match=r"d\.txt:1: malformed header"):
+        read_header(path)
