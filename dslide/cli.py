@@ -52,7 +52,7 @@ OPTION_FIELDS: dict[str, tuple[type, str]] = {
     **{name: (TrainConfig, name) for name in ("epochs", "batch_size", "lr", "input_lr", "adam", "threads", "seed",
                                               "max_steps", "eval_every", "eval_slice", "eval_mode", "test_points",
                                               "train_eval_points", "softmax", "partition", "recall_every",
-                                              "recall_points", "checkpoint_every", "progress")},
+                                              "recall_points", "checkpoint_every", "patience", "progress")},
 }  # fmt: skip
 OPTION_OF_FIELD = {field: option for option, (_, field) in OPTION_FIELDS.items()}  # field names are unique
 
@@ -308,6 +308,13 @@ def _hidden(_ctx, _param, value: str) -> tuple[int, ...]:
     default=default("train_eval_points"),
     help="Also evaluate each epoch on the first N training points (train_p@k in metrics: the overfitting gap).",
 )
+@click.option(
+    "--patience",
+    type=click.IntRange(min=0),
+    default=default("patience"),
+    show_default=True,
+    help="Stop after N epochs in a row whose test P@1 is not above the best so far (0: train every epoch).",
+)
 @click.option("--softmax", type=click.Choice(["reduce", "gather"]), default=default("softmax"), show_default=True)
 @click.option(
     "--partition", type=click.Choice(["contiguous", "strided"]), default=default("partition"), show_default=True
@@ -395,7 +402,13 @@ def _train(comm, train_path, test_path, dataset, data_dir, out_dir, preset, **o)
 
     if o["resume"] and o["restart"]:
         raise click.UsageError("--resume and --restart exclude each other")
-    run(net, cfg, train_ds, test_ds, Path(out_dir), comm, resume=o["resume"], on_epoch=report, restart=o["restart"])
+    records = run(net, cfg, train_ds, test_ds, Path(out_dir), comm, resume=o["resume"], on_epoch=report,
+                  restart=o["restart"])  # fmt: skip
+    if comm.rank == 0 and cfg.patience and len(records) < cfg.epochs:
+        best = max(records, key=lambda r: r["p@1"] if r.get("p@1") is not None else float("-inf"))
+        why = f"stopped after epoch {len(records)} of {cfg.epochs} (--patience {cfg.patience})"
+        click.echo(f"{why}: the best test P@1 was epoch {best['epoch']}'s, {best['p@1']:.4f}; the checkpoint is the "
+                   "last epoch's")  # fmt: skip
 
 
 main.add_command(lsh)

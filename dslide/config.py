@@ -116,6 +116,9 @@ class TrainConfig:
     recall_every: int = 250  # measure LSH recall on a fixed training sample every N steps (0 = never)
     recall_points: int = 128  # size of that sample
     checkpoint_every: int = 0  # steps between checkpoints (0 = end of each epoch only)
+    # stop after this many epochs in a row whose test P@1 is not above the best so far (0 = train every epoch):
+    # models of extreme-classification data peak early and then overfit (results/time-to-accuracy/catalog)
+    patience: int = 0
     progress: bool = True
 
 

@@ -69,7 +69,7 @@ def peak_rss_mb() -> float:
 # Every other training option, the whole network configuration and the data must be the checkpoint's.
 RESUMABLE_CHANGES = frozenset({"epochs", "max_steps", "threads", "progress", "eval_every", "eval_slice", "eval_mode",
                                "test_points", "train_eval_points", "recall_every", "recall_points",
-                               "checkpoint_every"})  # fmt: skip
+                               "checkpoint_every", "patience"})  # fmt: skip
 
 
 class ResumeMismatchError(ConfigMismatchError):
@@ -247,6 +247,12 @@ def train(
 
     try:
         while pos.epoch < cfg.epochs:
+            # --patience: the same decision on every rank (rank 0's, whose records are the ones written); checked
+            # before an epoch, so a resumed run that had stopped stays stopped
+            if cfg.patience and comm.max_scalar(
+                float(comm.rank == 0 and epochs_without_gain(pos.records) >= cfg.patience)
+            ):
+                break
             progress.epoch(pos.epoch + 1, run_steps, pos.step_in_epoch)
             comm.barrier()  # ranks start the epoch together, so start-up skew is not timed as communication
             for i, rows in enumerate(batches(len(train_ds), cfg.batch_size, cfg.seed, pos.epoch)):
@@ -321,6 +327,12 @@ def train(
     finally:
         progress.stop()
     return pos.records
+
+
+def epochs_without_gain(records: list[dict[str, Any]]) -> int:
+    """Epochs since the one with the best test P@1 (the first of equals): 0 when the last epoch is the best."""
+    scores = [r["p@1"] if r.get("p@1") is not None else float("-inf") for r in records]
+    return len(scores) - 1 - scores.index(max(scores)) if scores else 0
 
 
 def _epoch_record(

@@ -134,3 +134,33 @@ def test_no_options_give_the_default_configs():
         assert cls(**config_values(cls, options)) == cls()
     net = NetworkConfig(num_features=3, num_labels=4, **config_values(NetworkConfig, options))
     assert net == NetworkConfig(num_features=3, num_labels=4)
+
+
+def test_patience_stops_when_test_p1_stops_rising_and_a_resumed_run_stays_stopped(files, tmp_path):
+    """With step sizes of 1e-12 nothing is learned, so epoch 2's P@1 equals epoch 1's (no gain): --patience 1 stops
+    there, not after 5 epochs; resuming it with more epochs trains none."""
+    out = tmp_path / "run"
+    frozen = ("--lr", "1e-12", "--input-lr", "1e-12", "--patience", "1")
+    done = run_train(files, out, *frozen, "--epochs", "5")
+    assert done.exit_code == 0, done.output
+    lines = (out / "metrics.jsonl").read_text().splitlines()
+    assert len(lines) == 2 and "stopped after epoch 2 of 5 (--patience 1)" in done.output
+    again = run_train(files, out, *frozen, "--epochs", "6", "--resume")
+    assert again.exit_code == 0, again.output
+    assert (out / "metrics.jsonl").read_text().splitlines() == lines
+    # without --patience every epoch runs
+    full = run_train(files, tmp_path / "full", *frozen[:4], "--epochs", "3")
+    assert full.exit_code == 0 and len((tmp_path / "full" / "metrics.jsonl").read_text().splitlines()) == 3
+
+
+def test_epochs_without_gain_counts_from_the_first_best():
+    from dslide.train import epochs_without_gain
+
+    def recs(*p1):
+        return [{"p@1": p} for p in p1]
+
+    assert epochs_without_gain([]) == 0
+    assert epochs_without_gain(recs(0.1, 0.2, 0.3)) == 0
+    assert epochs_without_gain(recs(0.1, 0.3, 0.2, 0.25)) == 2
+    assert epochs_without_gain(recs(0.3, 0.3)) == 1  # equal is no gain
+    assert epochs_without_gain(recs(None, 0.1)) == 0
