@@ -373,6 +373,7 @@ def train(**opts) -> None:
 
 def _train(comm, train_path, test_path, dataset, data_dir, out_dir, preset, **o) -> None:
     from dslide.data.xc_format import load_dataset
+    from dslide.train import best_epoch_index
     from dslide.train import train as run
 
     train_path, test_path = train_test_paths(comm, dataset, data_dir, train_path, test_path)
@@ -405,7 +406,7 @@ def _train(comm, train_path, test_path, dataset, data_dir, out_dir, preset, **o)
     records = run(net, cfg, train_ds, test_ds, Path(out_dir), comm, resume=o["resume"], on_epoch=report,
                   restart=o["restart"])  # fmt: skip
     if comm.rank == 0 and cfg.patience and len(records) < cfg.epochs:
-        best = max(records, key=lambda r: r["p@1"] if r.get("p@1") is not None else float("-inf"))
+        best = records[best_epoch_index(records)]
         why = f"stopped after epoch {len(records)} of {cfg.epochs} (--patience {cfg.patience})"
         click.echo(f"{why}: the best test P@1 was epoch {best['epoch']}'s, {best['p@1']:.4f}; the checkpoint is the "
                    "last epoch's")  # fmt: skip

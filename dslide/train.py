@@ -329,10 +329,15 @@ def train(
     return pos.records
 
 
-def epochs_without_gain(records: list[dict[str, Any]]) -> int:
-    """Epochs since the one with the best test P@1 (the first of equals): 0 when the last epoch is the best."""
+def best_epoch_index(records: list[dict[str, Any]]) -> int:
+    """The index of the epoch record with the best test P@1 (the first of equals; records without one rank last)."""
     scores = [r["p@1"] if r.get("p@1") is not None else float("-inf") for r in records]
-    return len(scores) - 1 - scores.index(max(scores)) if scores else 0
+    return scores.index(max(scores))
+
+
+def epochs_without_gain(records: list[dict[str, Any]]) -> int:
+    """Epochs since the one with the best test P@1: 0 when the last epoch is the best (or there is none)."""
+    return len(records) - 1 - best_epoch_index(records) if records else 0
 
 
 def _epoch_record(

@@ -106,15 +106,16 @@ def text8_claim(measured: list[Measured]) -> Claim:
              f"{fmt(p1(d2))}, {fmt_s(d2.epoch_s)} per epoch"]  # fmt: skip
     if sampled:
         parts.append(f"TF sampled (1 node x 2 cores): P@1 {fmt(p1(sampled))}, {fmt_s(sampled.epoch_s)} per epoch")
-    dense_whole = dense is not None and dense.point.max_steps is None and dense.point.epochs == epochs
-    if dense and dense_whole:
-        gap = p1(d2) - p1(dense) if p1(d2) is not None and p1(dense) is not None else None
-        parts.append(f"TF dense (1 node x 2 cores): P@1 {fmt(p1(dense))} (D-SLIDE {fmt(gap, '{:+.3f}')}), "
-                     f"{fmt_s(dense.epoch_s)} per epoch")  # fmt: skip
-    elif dense and dense.epoch_s:
-        parts.append(f"TF dense: {fmt_s(dense.epoch_s)} per epoch (extrapolated)")
-    if dense and dense.epoch_s and d2.epoch_s:
-        parts[-1] += f", {dense.epoch_s / d2.epoch_s:,.1f}x D-SLIDE's"
+    dense_whole = dense is not None and dense.point.max_steps is None  # whole epochs, as many as D-SLIDE's
+    if dense:
+        if dense_whole:
+            gap = p1(d2) - p1(dense) if p1(d2) is not None and p1(dense) is not None else None
+            text = (f"TF dense (1 node x 2 cores): P@1 {fmt(p1(dense))} (D-SLIDE {fmt(gap, '{:+.3f}')}), "
+                    f"{fmt_s(dense.epoch_s)} per epoch")  # fmt: skip
+        else:
+            text = f"TF dense: {fmt_s(dense.epoch_s)} per epoch (extrapolated)"
+        ratio = f", {dense.epoch_s / d2.epoch_s:,.1f}x D-SLIDE's" if dense.epoch_s and d2.epoch_s else ""
+        parts.append(text + ratio)
     popular = popularity(d2.point)
     parts.append(f"commonest label {fmt(popular[0] if popular else None)}")
     ceiling = count_predictor_ceiling(d2.point)

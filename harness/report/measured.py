@@ -37,11 +37,10 @@ def model_shape(point: Point) -> ModelShape:
     from dslide.data.synthetic import PRESETS
 
     hidden = first_hidden_width(point.args)
-    if point.dataset in REAL or point.dataset in PRESETS:
+    if has_fixed_shape(point.dataset):
         spec = REAL.get(point.dataset) or PRESETS[point.dataset]
         return ModelShape(spec.num_features, spec.num_labels, hidden=hidden)
-    words = corpus_words(point.dataset)  # a real corpus: its vocabulary is known once it is built
-    return ModelShape(words, words, hidden=hidden)
+    return ModelShape(*corpus_shape(point.dataset), hidden=hidden)
 
 
 def has_fixed_shape(dataset: str) -> bool:
@@ -52,18 +51,18 @@ def has_fixed_shape(dataset: str) -> bool:
     return dataset in REAL or dataset in PRESETS
 
 
-def corpus_words(name: str) -> int:
-    """The vocabulary of a built real-text corpus, from its meta.json (dslide/data/real_text.py)."""
-    import json
+def corpus_shape(name: str) -> tuple[int, int]:
+    """(features, labels) of a built real-text corpus, from its training file's header: known once it is built."""
+    from dslide.data.registry import dataset_paths
+    from dslide.data.xc_format import read_header
 
-    from dslide.data.registry import dataset_dir
-
-    meta = dataset_dir(name) / "meta.json"
     try:
-        return int(json.loads(meta.read_text())["train"]["features"])
-    except (OSError, KeyError, ValueError) as e:
-        raise ValueError(f"{meta}: the vocabulary of corpus {name} is unknown until it is built "
-                         f"(`harness data make {name}`): {e}") from e  # fmt: skip
+        train, _ = dataset_paths(name, make=False)
+        _, features, labels = read_header(train)
+    except OSError as e:
+        raise ValueError(f"the shape of corpus {name} is unknown until it is built (`harness data make {name}`): "
+                         f"{e}") from e  # fmt: skip
+    return features, labels
 
 
 def accuracy_over_time(record: dict[str, Any]) -> tuple[list[float], list[float]]:

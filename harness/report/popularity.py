@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness.report.measured import Measured
 from harness.study.experiments import Point
+
+if TYPE_CHECKING:
+    from dslide.data.dataset import SparseDataset
 
 POPULARITY_NOTE = [
     "*Commonest labels*: P@k of always predicting the training set's k commonest labels, on the same test points. "
@@ -32,18 +36,27 @@ def commonest_label_precision(dataset: str, test_points: int | None) -> tuple[fl
 
 
 @functools.cache
-def _commonest_label_precision(dataset: str, test_points: int | None, root: Path) -> tuple[float, float] | None:
-    """Cached per data directory: the report asks for the same points in many rows, and each call reads the data."""
-    import numpy as np  # deferred, with dslide.data, which loads numba
-
-    from dslide.data.registry import dataset_paths
+def _train_test(dataset: str, root: Path) -> tuple[SparseDataset, SparseDataset] | None:
+    """A dataset's train and test sets, read once per report (every row and figure asks again); None when the data
+    is not in the data directory."""
+    from dslide.data.registry import dataset_paths  # deferred: dslide.data loads numba
     from dslide.data.xc_format import load_dataset
 
     try:
         train_path, test_path = dataset_paths(dataset, root, make=False)
-        train, test = load_dataset(train_path), load_dataset(test_path)
+        return load_dataset(train_path), load_dataset(test_path)
     except (OSError, KeyError, ValueError):
         return None
+
+
+@functools.cache
+def _commonest_label_precision(dataset: str, test_points: int | None, root: Path) -> tuple[float, float] | None:
+    """Cached per data directory: the report asks for the same points in many rows."""
+    import numpy as np  # deferred, with dslide.data, which loads numba
+
+    if (data := _train_test(dataset, root)) is None:
+        return None
+    train, test = data
     top5 = np.argsort(-np.bincount(train.label_indices, minlength=train.num_labels), kind="stable")[:5]
     n = min(test_points or len(test), len(test))
     labels = test.label_indices[: test.label_indptr[n]]
@@ -70,15 +83,11 @@ def count_predictor_ceiling(point: Point) -> float | None:
 def _count_predictor_ceiling(dataset: str, test_points: int | None, root: Path) -> float | None:
     import numpy as np
 
-    from dslide.data.registry import dataset_paths
-    from dslide.data.xc_format import load_dataset
     from harness.study.ceiling import count_predictor_p_at_1
 
-    try:
-        train_path, test_path = dataset_paths(dataset, root, make=False)
-        train, test = load_dataset(train_path), load_dataset(test_path)
-    except (OSError, KeyError, ValueError):
+    if (data := _train_test(dataset, root)) is None:
         return None
+    train, test = data
     return count_predictor_p_at_1(train, test.subset(np.arange(min(test_points or len(test), len(test)))))
 
 
