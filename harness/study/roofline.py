@@ -34,8 +34,6 @@ from harness.study.manifest import write_json_atomically
 
 FLOAT = 4
 INDEX = 4
-PHASES = ("input forward", "rebuild (amortised)", "select", "output forward", "softmax", "output backward + Adam",
-          "input backward + Adam")  # fmt: skip
 
 
 # -- the probes ---------------------------------------------------------------------------------------------------
@@ -111,38 +109,86 @@ class PhaseClock:
             self.seconds[phase] += time.perf_counter() - t0
 
 
-def phased_step(net: Any, batch: Any, step: int, clock: Callable[[str], Any]) -> dict[str, Any]:
+@dataclass
+class StepState:
+    """What one training step's phases hand each other (one rank, one hidden layer, a sampled output layer)."""
+
+    batch: Any
+    step: int
+    a: Any = None  # hidden activations of this rank's columns
+    h: Any = None  # the full hidden vector
+    labels: Any = None  # (lab_ptr, lab_ids, inv_ylen): this rank's labels of each sample
+    act: Any = None  # the active set
+    local_stats: Any = None  # (max, sum exp, label logits) over this rank's active neurons
+    gmax: Any = None
+    gsum: Any = None
+    dh: Any = None
+
+
+def input_forward(net: Any, s: StepState) -> None:
+    s.a = net.hidden[0].forward(s.batch.x_ptr, s.batch.x_idx, s.batch.x_val)
+    s.h = net.comm.allgather_columns(s.a, net.hidden_cols[0], net.cfg.hidden[0])
+
+
+def rebuild(net: Any, s: StepState) -> None:
+    net.head.layer.maybe_refresh(s.step)
+
+
+def select(net: Any, s: StepState) -> None:
+    s.labels = net.head.local_labels(s.batch.y_ptr, s.batch.y_idx)
+    lab_ptr, lab_ids, _ = s.labels
+    s.act = net.head.layer.select(s.h, lab_ptr, lab_ids, s.step)
+
+
+def output_forward(net: Any, s: StepState) -> None:
+    s.local_stats = net.head.layer.logits(s.h, s.act, s.labels[2])
+
+
+def softmax(net: Any, s: StepState) -> None:
+    s.gmax, s.gsum, _ = net.head._softmax_stats(s.act, *s.local_stats, s.batch.y_ptr, s.batch.y_idx, s.labels[2])
+
+
+def output_backward(net: Any, s: StepState) -> None:
+    s.dh = net.head.layer.backward_update(s.h, s.act, s.labels[2], s.gmax, s.gsum, net.head.adam, s.step + 1)
+
+
+def input_backward(net: Any, s: StepState) -> None:
+    da = net.comm.reduce_scatter_columns(s.dh, net.hidden_cols[0])
+    b = s.batch
+    net.hidden[0].backward(b.x_ptr, b.x_idx, b.x_val, s.a, da, net.input_adam, net.adam, s.step + 1)
+
+
+# Network.train_step's calls on one rank, in its order, one function per phase (benchmarks/test_phases_bench.py
+# times each alone)
+PHASE_CALLS: dict[str, Callable[[Any, StepState], None]] = {
+    "input forward": input_forward,
+    "rebuild (amortised)": rebuild,
+    "select": select,
+    "output forward": output_forward,
+    "softmax": softmax,
+    "output backward + Adam": output_backward,
+    "input backward + Adam": input_backward,
+}
+PHASES = tuple(PHASE_CALLS)
+
+
+def phased_step(net: Any, batch: Any, step: int, clock: Callable[[str], Any]) -> StepState:
     """One training step of a one-rank, one-hidden-layer network: Network.train_step's calls in its order, each
-    phase under `clock`. Returns what the byte counts need (the active set, the hidden vectors)."""
+    phase under `clock`. Returns the step's state (the byte counts need its active set and hidden vectors)."""
     if len(net.hidden) != 1 or net.comm.size != 1 or net.cfg.sampling.mode == "dense":
         raise ValueError("the roofline times one rank, one hidden layer, a sampled output layer")
-    layer, head = net.hidden[0], net.head
-    out = head.layer
-    with clock("input forward"):
-        a = layer.forward(batch.x_ptr, batch.x_idx, batch.x_val)
-        h = net.comm.allgather_columns(a, net.hidden_cols[0], net.cfg.hidden[0])
-    with clock("rebuild (amortised)"):
-        out.maybe_refresh(step)
-    lab_ptr, lab_ids, inv_ylen = head.local_labels(batch.y_ptr, batch.y_idx)
-    with clock("select"):
-        act = out.select(h, lab_ptr, lab_ids, step)
-    with clock("output forward"):
-        lmax, lsum, llab = out.logits(h, act, inv_ylen)
-    with clock("softmax"):
-        gmax, gsum, _ = head._softmax_stats(act, lmax, lsum, llab, batch.y_ptr, batch.y_idx, inv_ylen)
-    with clock("output backward + Adam"):
-        dh = out.backward_update(h, act, inv_ylen, gmax, gsum, head.adam, step + 1)
-    with clock("input backward + Adam"):
-        da = net.comm.reduce_scatter_columns(dh, net.hidden_cols[0])
-        layer.backward(batch.x_ptr, batch.x_idx, batch.x_val, a, da, net.input_adam, net.adam, step + 1)
-    return {"act": act, "h": h}
+    state = StepState(batch, step)
+    for phase, run in PHASE_CALLS.items():
+        with clock(phase):
+            run(net, state)
+    return state
 
 
-def counted_bytes(net: Any, batch: Any, step_out: dict[str, Any]) -> dict[str, int]:
+def counted_bytes(net: Any, batch: Any, state: StepState) -> dict[str, int]:
     """The least bytes each phase of this step must move between memory and the cores (counted from its arrays):
     a row is read once per batch however many samples touch it; small per-batch vectors (h, B x 128) are left out
     of the gathers (they stay in cache) but counted where they are written."""
-    act, h = step_out["act"], step_out["h"]
+    act, h = state.act, state.h
     H, B = h.shape[1], batch.size
     nnz, features = len(batch.x_idx), len(np.unique(batch.x_idx))
     rows, entries = len(act.rows), len(act.ids)

@@ -48,7 +48,7 @@ def test_bytes_are_counted_from_the_rows_and_entries_the_batch_touched():
     batch = Batch.from_dataset(train, np.arange(64))
     out = phased_step(net, batch, 0, PhaseClock())
     counted = counted_bytes(net, batch, out)
-    act = out["act"]
+    act = out.act
     rows, entries, row = len(np.unique(act.ids)), len(act.ids), 32 * 4  # counted here from the ids themselves
     assert counted["output forward"] == rows * (row + 4) + entries * 12
     assert counted["softmax"] == entries * 8
