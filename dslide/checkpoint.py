@@ -1,4 +1,6 @@
-"""Atomic checkpoints: each rank writes its shard into a step directory; LATEST names the last complete one."""
+"""Atomic checkpoints: each rank writes its shard into a step directory; LATEST names the last complete one, and
+BEST (written only when a run asks, `dslide train --patience`) the one of the epoch with the best test P@1.
+A step directory is removed once no pointer names it."""
 
 from __future__ import annotations
 
@@ -14,9 +16,14 @@ import numpy as np
 from dslide.comm import Communicator
 from dslide.run_dir import atomic_write_text
 
+POINTERS = ("LATEST", "BEST")
 
-def save(root: Path, comm: Communicator, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> Path:
-    """Write this rank's arrays and (rank 0) the metadata; switch LATEST only when every rank is done."""
+
+def save(
+    root: Path, comm: Communicator, arrays: dict[str, np.ndarray], meta: dict[str, Any], best: bool = False
+) -> Path:
+    """Write this rank's arrays and (rank 0) the metadata; switch LATEST (and BEST if best) only when every rank is
+    done; the step directories no pointer names any more are removed."""
     step_dir = root / f"step-{meta['global_step']:09d}"
     step_dir.mkdir(parents=True, exist_ok=True)
     target = step_dir / f"rank{comm.rank}-of-{comm.size}.npz"
@@ -26,20 +33,27 @@ def save(root: Path, comm: Communicator, arrays: dict[str, np.ndarray], meta: di
     comm.barrier()
     if comm.rank == 0:
         atomic_write_text(step_dir / "meta.json", json.dumps(meta, indent=1))
-        previous = latest(root)
-        atomic_write_text(root / "LATEST", step_dir.name)
-        if previous is not None and previous != step_dir:
-            shutil.rmtree(previous, ignore_errors=True)
+        before = {pointed(root, name) for name in POINTERS} - {None}
+        for name in POINTERS[: 2 if best else 1]:
+            atomic_write_text(root / name, step_dir.name)
+        kept = {pointed(root, name) for name in POINTERS}
+        for old in before - kept:
+            shutil.rmtree(old, ignore_errors=True)
     comm.barrier()
     return step_dir
 
 
-def latest(root: Path) -> Path | None:
-    pointer = root / "LATEST"
-    if not pointer.exists():
+def pointed(root: Path, pointer: str = "LATEST") -> Path | None:
+    """The complete step directory a pointer (LATEST or BEST) names, or None."""
+    path = root / pointer
+    if not path.exists():
         return None
-    step_dir = root / pointer.read_text().strip()
+    step_dir = root / path.read_text().strip()
     return step_dir if (step_dir / "meta.json").exists() else None
+
+
+def latest(root: Path) -> Path | None:
+    return pointed(root, "LATEST")
 
 
 class ShardArrays(Mapping[str, np.ndarray]):
@@ -63,9 +77,10 @@ class ShardArrays(Mapping[str, np.ndarray]):
         self._npz.close()
 
 
-def load(root: Path, comm: Communicator) -> tuple[ShardArrays, dict[str, Any]] | None:
-    """This rank's arrays (read lazily; close() when done) and the metadata of the latest checkpoint, or None."""
-    step_dir = latest(root)
+def load(root: Path, comm: Communicator, pointer: str = "LATEST") -> tuple[ShardArrays, dict[str, Any]] | None:
+    """This rank's arrays (read lazily; close() when done) and the metadata of the checkpoint LATEST (or BEST)
+    names, or None."""
+    step_dir = pointed(root, pointer)
     if step_dir is None:
         return None
     meta = json.loads((step_dir / "meta.json").read_text())

@@ -313,7 +313,8 @@ def _hidden(_ctx, _param, value: str) -> tuple[int, ...]:
     type=click.IntRange(min=0),
     default=default("patience"),
     show_default=True,
-    help="Stop after N epochs in a row whose test P@1 is not above the best so far (0: train every epoch).",
+    help="Stop after N epochs in a row whose test P@1 is not above the best so far, and keep the best epoch's "
+    "checkpoint too (checkpoint/BEST; 0: train every epoch, keep the last).",
 )
 @click.option("--softmax", type=click.Choice(["reduce", "gather"]), default=default("softmax"), show_default=True)
 @click.option(
@@ -408,8 +409,8 @@ def _train(comm, train_path, test_path, dataset, data_dir, out_dir, preset, **o)
     if comm.rank == 0 and cfg.patience and len(records) < cfg.epochs:
         best = records[best_epoch_index(records)]
         why = f"stopped after epoch {len(records)} of {cfg.epochs} (--patience {cfg.patience})"
-        click.echo(f"{why}: the best test P@1 was epoch {best['epoch']}'s, {best['p@1']:.4f}; the checkpoint is the "
-                   "last epoch's")  # fmt: skip
+        click.echo(f"{why}: the best test P@1 was epoch {best['epoch']}'s, {best['p@1']:.4f}; its checkpoint is "
+                   f"{Path(out_dir) / 'checkpoint' / 'BEST'}'s, the last epoch's LATEST's")  # fmt: skip
 
 
 main.add_command(lsh)

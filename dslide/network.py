@@ -80,11 +80,14 @@ class Network:
         self.output = self.head.layer
 
     @classmethod
-    def from_run(cls, run_dir: str | Path, comm: Communicator) -> tuple[Network, dict[str, Any]]:
-        """The network saved in a run's latest checkpoint (this rank's part), and that checkpoint's metadata."""
-        loaded = checkpoint.load(Path(run_dir) / CHECKPOINT, comm)
+    def from_run(
+        cls, run_dir: str | Path, comm: Communicator, pointer: str = "LATEST"
+    ) -> tuple[Network, dict[str, Any]]:
+        """The network saved in a run's latest checkpoint (pointer "BEST": its best epoch's, kept by --patience;
+        this rank's part), and that checkpoint's metadata."""
+        loaded = checkpoint.load(Path(run_dir) / CHECKPOINT, comm, pointer)
         if loaded is None:
-            raise FileNotFoundError(f"{run_dir}/checkpoint: no complete checkpoint (LATEST missing)")
+            raise FileNotFoundError(f"{run_dir}/checkpoint: no complete checkpoint ({pointer} missing)")
         arrays, meta = loaded
         net = cls(network_from_dict(meta["network"]), train_from_dict(meta["train"]), comm)
         net.load_state(arrays)

@@ -234,7 +234,7 @@ def train(
     last_progress_line = 0.0
     where = " (rank 0)" if comm.size > 1 else ""  # each rank knows only its own active neurons
 
-    def save_checkpoint() -> None:
+    def save_checkpoint(best: bool = False) -> None:
         meta = {
             "global_step": pos.global_step,
             "ranks": comm.size,
@@ -243,7 +243,7 @@ def train(
             "train": to_dict(cfg),
             "data": data,
         }
-        checkpoint.save(ckpt_dir, comm, net.state(), meta)
+        checkpoint.save(ckpt_dir, comm, net.state(), meta, best=best)
 
     try:
         while pos.epoch < cfg.epochs:
@@ -323,7 +323,9 @@ def train(
                 run_dir.atomic_write_text(out_dir / run_dir.METRICS, text)
                 if on_epoch is not None:
                     on_epoch(record)  # rich's live progress bar keeps printed lines above itself
-            save_checkpoint()
+            # --patience also keeps the best epoch's checkpoint (checkpoint/BEST), rank 0's decision on every rank
+            save_checkpoint(best=bool(cfg.patience) and bool(comm.max_scalar(
+                float(comm.rank == 0 and epochs_without_gain(pos.records) == 0))))  # fmt: skip
     finally:
         progress.stop()
     return pos.records

@@ -23,6 +23,8 @@ def run_and_data(command):
                      help="The run's training file."),
         click.option("--dataset", help="The run's registered dataset instead of --train."),
         click.option("--data-dir", help="Where registered datasets live."),
+        click.option("--checkpoint", "pointer", type=click.Choice(["latest", "best"]), default="latest",
+                     show_default=True, help="The run's last checkpoint, or its best epoch's (kept by --patience)."),
     ]):  # fmt: skip
         command = option(command)
     return command
@@ -32,7 +34,7 @@ def run_and_data(command):
 @run_and_data
 @click.option("--points", type=click.IntRange(min=1), default=512, show_default=True, help="Training inputs probed.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
-def inspect(run_dir, train_path, dataset, data_dir, points, as_json) -> None:
+def inspect(run_dir, train_path, dataset, data_dir, pointer, points, as_json) -> None:
     """Retrieval, active-set shares, bucket occupancy and top-k recall of RUN_DIR's latest checkpoint
     (run under `mpiexec -n P` with the run's P)."""
     import json
@@ -43,7 +45,7 @@ def inspect(run_dir, train_path, dataset, data_dir, points, as_json) -> None:
 
     comm = Communicator()
     train_path, _ = train_test_paths(comm, dataset, data_dir, train_path, None, need_test=False)
-    out = inspect_checkpoint(Path(run_dir), load_dataset(train_path), points, comm)
+    out = inspect_checkpoint(Path(run_dir), load_dataset(train_path), points, comm, pointer.upper())
     if comm.rank != 0:
         return
     if as_json:
@@ -64,7 +66,7 @@ def inspect(run_dir, train_path, dataset, data_dir, points, as_json) -> None:
     help="Draws of the training inputs the learned family is fitted on and the tables are probed with.",
 )
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), help="Also write the records (JSON lines) here.")
-def compare(run_dir, train_path, dataset, data_dir, queries, draws, out_path) -> None:
+def compare(run_dir, train_path, dataset, data_dir, pointer, queries, draws, out_path) -> None:
     """DWTA, SLIDE's DWTA bucket ids and learned hashes side by side on RUN_DIR's trained network (one rank):
     neurons retrieved against recall of the exact top-5 logits, with a no-hashing control (the neurons of
     largest output bias, as many as DWTA retrieves) (docs/lsh.md)."""
@@ -79,7 +81,7 @@ def compare(run_dir, train_path, dataset, data_dir, queries, draws, out_path) ->
 
     train_path, _ = train_test_paths(Communicator(), dataset, data_dir, train_path, None, need_test=False)
     records = []
-    for rec in compare_families(Path(run_dir), load_dataset(train_path), queries, draws=draws):
+    for rec in compare_families(Path(run_dir), load_dataset(train_path), queries, draws=draws, pointer=pointer.upper()):
         records.append(rec)
         seed = f" seed {rec['seed']}" if rec["seed"] is not None else ""
         click.echo(f"draw {rec['draw']} {rec['family']:14s} {rec['code_layout']:6s} K={rec['K']:<3d}{seed:8s} "

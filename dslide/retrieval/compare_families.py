@@ -68,14 +68,20 @@ def recall(ptr: np.ndarray, ids: np.ndarray, top: np.ndarray) -> float:
 
 
 def compare(
-    run_dir: Path, train_ds: SparseDataset, queries: int = 1024, seeds: tuple[int, ...] = (3, 4, 5), draws: int = 1
+    run_dir: Path,
+    train_ds: SparseDataset,
+    queries: int = 1024,
+    seeds: tuple[int, ...] = (3, 4, 5),
+    draws: int = 1,
+    pointer: str = "LATEST",
 ) -> Iterator[dict[str, Any]]:
-    """One record per (draw, family, K[, seed]) on the run's latest checkpoint (single rank). Each draw takes other
-    training inputs to fit and to probe with: fits vary with their inputs as much as with their seeds."""
+    """One record per (draw, family, K[, seed]) on the run's latest (or best: pointer) checkpoint (single rank).
+    Each draw takes other training inputs to fit and to probe with: fits vary with their inputs as much as with
+    their seeds."""
     comm = Communicator()
     if comm.size != 1:
         raise ValueError("dslide lsh compare runs on one rank (it needs the whole output layer)")
-    net, meta = Network.from_run(run_dir, comm)
+    net, meta = Network.from_run(run_dir, comm, pointer)
     net_cfg = net.cfg
     layer = net.output
     W, bias, frequent = layer.params.W, layer.bias.b, layer.sampler.frequent

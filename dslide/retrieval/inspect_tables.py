@@ -14,9 +14,12 @@ from dslide.lsh.index import bucket_occupancy
 from dslide.network import Batch, Network
 
 
-def inspect_checkpoint(run_dir: Path, train_ds: SparseDataset, points: int, comm: Communicator) -> dict[str, Any]:
-    """Figures for the latest checkpoint in run_dir, on `points` random training inputs (all ranks take part)."""
-    net, meta = Network.from_run(run_dir, comm)
+def inspect_checkpoint(
+    run_dir: Path, train_ds: SparseDataset, points: int, comm: Communicator, pointer: str = "LATEST"
+) -> dict[str, Any]:
+    """Figures for run_dir's latest (or best: pointer) checkpoint, on `points` random training inputs (all ranks take
+    part)."""
+    net, meta = Network.from_run(run_dir, comm, pointer)
     net_cfg, train_cfg = net.cfg, net.train_cfg
     if net_cfg.sampling.mode != "lsh":
         raise ValueError(f"{run_dir}: the run samples with mode {net_cfg.sampling.mode!r}; it has no hash tables")

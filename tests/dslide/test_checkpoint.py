@@ -123,3 +123,26 @@ def test_loading_with_a_different_rank_count_is_refused(tmp_path, comm):
     save(tmp_path, comm, arrays(0), {"global_step": 4, "ranks": 2})
     with pytest.raises(ValueError, match="written by 2 ranks, this job has 1"):
         load(tmp_path, comm)
+
+
+def test_best_keeps_its_step_until_a_better_one_and_latest_moves_on(tmp_path, comm):
+    """BEST (dslide train --patience) keeps the best epoch's step directory while LATEST moves past it; a step no
+    pointer names is removed; load(..., "BEST") reads the best step's arrays."""
+    save(tmp_path, comm, arrays(10), meta(10), best=True)
+    save(tmp_path, comm, arrays(20), meta(20))
+    save(tmp_path, comm, arrays(30), meta(30))
+    assert sorted(p.name for p in tmp_path.glob("step-*")) == ["step-000000010", "step-000000030"]
+    assert (tmp_path / "BEST").read_text() == "step-000000010" and latest(tmp_path) == tmp_path / "step-000000030"
+    shard, got = load(tmp_path, comm, "BEST")
+    try:
+        assert got == meta(10) and shard["W"].tobytes() == arrays(10)["W"].tobytes()
+    finally:
+        shard.close()
+    save(tmp_path, comm, arrays(40), meta(40), best=True)  # a better epoch: both pointers on it, the rest gone
+    assert sorted(p.name for p in tmp_path.glob("step-*")) == ["step-000000040"]
+    assert (tmp_path / "BEST").read_text() == (tmp_path / "LATEST").read_text() == "step-000000040"
+
+
+def test_without_best_there_is_no_best_pointer(tmp_path, comm):
+    save(tmp_path, comm, arrays(1), meta(1))
+    assert not (tmp_path / "BEST").exists() and load(tmp_path, comm, "BEST") is None

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 from click.testing import CliRunner
 
 from dslide.cli import OPTION_FIELDS, OPTION_OF_FIELD, _hidden, config_values, main
 from dslide.cli import train as train_command
+from dslide.comm import Communicator
 from dslide.config import PRESETS, LSHConfig, NetworkConfig, SamplingConfig, ScheduleConfig, TrainConfig
 from dslide.data import write_xc
 from dslide.data.synthetic import XCParams, generate
+from dslide.network import Network
 
 
 @pytest.fixture(scope="module")
@@ -145,12 +148,19 @@ def test_patience_stops_when_test_p1_stops_rising_and_a_resumed_run_stays_stoppe
     assert done.exit_code == 0, done.output
     lines = (out / "metrics.jsonl").read_text().splitlines()
     assert len(lines) == 2 and "stopped after epoch 2 of 5 (--patience 1)" in done.output
+    # the best epoch (the first: equal is no gain) keeps its checkpoint beside the last epoch's
+    best, last = (json.loads((out / "checkpoint" / n / "meta.json").read_text())
+                  for n in ((out / "checkpoint" / p).read_text() for p in ("BEST", "LATEST")))  # fmt: skip
+    assert (best["position"]["epoch"], last["position"]["epoch"]) == (1, 2)
+    net, meta = Network.from_run(out, Communicator(), pointer="BEST")
+    assert meta == best and net.cfg.hidden == (16,)
     again = run_train(files, out, *frozen, "--epochs", "6", "--resume")
     assert again.exit_code == 0, again.output
     assert (out / "metrics.jsonl").read_text().splitlines() == lines
     # without --patience every epoch runs
     full = run_train(files, tmp_path / "full", *frozen[:4], "--epochs", "3")
     assert full.exit_code == 0 and len((tmp_path / "full" / "metrics.jsonl").read_text().splitlines()) == 3
+    assert not (tmp_path / "full" / "checkpoint" / "BEST").exists()
 
 
 def test_epochs_without_gain_counts_from_the_first_best():
