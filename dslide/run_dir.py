@@ -26,10 +26,18 @@ RUN_FILES = (METRICS, EVAL, PROGRESS, RECALL)  # what `dslide train --restart` r
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    """Write `text` to `path` whole or not at all (a temporary file, then a rename)."""
+    """Write `text` to `path` whole or not at all (a temporary file, flushed to disk, then a rename); a failed write
+    leaves the old file and no temporary."""
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def append_line(path: Path, record: dict[str, Any]) -> None:

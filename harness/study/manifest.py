@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from dslide.run_dir import atomic_write_text
 from harness.study.experiments import Point
 
 
@@ -20,16 +19,7 @@ def manifest_path(out: Path, profile: str) -> Path:
 
 def write_json_atomically(path: Path, data: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=1)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_text(path, json.dumps(data, indent=1))
 
 
 def read_manifest(out: Path, profile: str) -> dict[str, Any] | None:

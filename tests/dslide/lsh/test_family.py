@@ -1,10 +1,12 @@
-"""The HashFamily protocol: what satisfies it, and that the tables accept any family that does (the point of it)."""
+"""The HashFamily protocol (dslide/lsh/family.py): what satisfies it, and that the tables accept any family that does
+(the point of it)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+import dslide.lsh.family as family_module
 from dslide.config import LSHConfig
 from dslide.lsh import HashFamily, make_family
 from dslide.lsh.tables import LSHTables
@@ -69,3 +71,27 @@ def test_symmetric_families_hash_queries_like_neurons(name):
     assert fam.num_tables == 6 and fam.range_pow == 8
     codes = fam.hash(x)
     assert codes.shape == (40, 6) and codes.dtype == np.int32 and codes.min() >= 0 and codes.max() < 2**8
+
+
+# What the protocol's documentation (dslide/lsh/family.py, docs/lsh.md) says a family has: L, R and five methods.
+MEMBERS = ("num_tables", "range_pow", "hash", "hash_queries", "redraw", "state", "load_state")
+
+
+@pytest.mark.parametrize("missing", MEMBERS)
+def test_a_class_lacking_any_one_member_is_not_a_family(missing):
+    """The runtime check asks for every member the protocol documents, not only some: a copy of SignFamily without
+    one of them (attribute or method) fails isinstance, the full copy passes."""
+    members = {name: getattr(SignFamily, name) for name in MEMBERS}
+    assert isinstance(type("Full", (), members)(), family_module.HashFamily)
+    del members[missing]
+    assert not isinstance(type("Partial", (), members)(), family_module.HashFamily)
+
+
+@pytest.mark.parametrize("name", ["srp", "wta", "dwta", "learned"])
+def test_every_built_in_family_satisfies_the_protocol(name):
+    """Each family make_family builds is a HashFamily (the protocol the package re-exports, the same object), with
+    the L and R it was configured with."""
+    assert HashFamily is family_module.HashFamily
+    fam = make_family(LSHConfig(family=name, bits_per_table=4, num_tables=5, range_pow=9), 16, seed=2)
+    assert isinstance(fam, family_module.HashFamily)
+    assert (fam.num_tables, fam.range_pow) == (5, 9)
