@@ -235,8 +235,13 @@ def reproduce_command(profile: str, out: str, only: str, data_dir: str | None, w
     from harness.study.reproduce import reproduce
 
     console = Console(stderr=True)
-    manifest = reproduce(profile, Path(out), data_dir, Path(work_dir) if work_dir else None, tuple(_split(only)),
-                         console)  # fmt: skip
+    from dslide.data.fetch import FetchError
+
+    try:
+        manifest = reproduce(profile, Path(out), data_dir, Path(work_dir) if work_dir else None,
+                             tuple(_split(only)), console)  # fmt: skip
+    except FetchError as err:  # a real dataset this machine cannot download: say how, without a traceback
+        raise click.ClickException(str(err)) from None
     console.print(f"report: {write_report(Path(out) / 'runs', Path(out))}")
     selected = _split(only)
     outcomes = [p["outcome"] for p in manifest["points"] if not selected or p["experiment"] in selected]

@@ -23,6 +23,7 @@ def save_figure(fig: Any, path: Path) -> None:
 
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".png")
+    os.fchmod(fd, 0o644)  # mkstemp makes 0600; figures are for every user to read, as records are
     os.close(fd)
     try:
         fig.tight_layout()

@@ -36,6 +36,7 @@ def test_a_saved_figure_is_a_png_of_what_was_drawn_and_is_closed(tmp_path):
     assert not plt.fignum_exists(number)
     assert [p.name for p in path.parent.iterdir()] == ["two-colours.png"]
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert path.stat().st_mode & 0o777 == 0o644  # readable by every user, as the records are
     image = plt.imread(path)
     height, width = image.shape[:2]
     assert width > height > 20  # 2 x 1 inches at 110 dpi, trimmed to the drawing
