@@ -59,10 +59,11 @@ def sampling_record(net: Network, comm: Communicator) -> dict[str, Any]:
 
 
 def warn_if_mostly_padding(record: dict[str, Any]) -> None:
-    """Say so when the tables found less than half of the active set: the rest is random padding, and the run is
-    then close to uniform sampling whatever its hash settings claim (too large a K for this many outputs)."""
+    """Say so when the tables found less than half of the active set and random padding fills the rest: the run is
+    then close to uniform sampling whatever its hash settings claim (too large a K for this many outputs). Where
+    labels and the always-active frequent neurons fill the set instead (tiny label sets), there is nothing to say."""
     retrieved, active = record.get("lsh_retrieved_p50"), record.get("active_p50")
-    if retrieved is None or not active or retrieved >= 0.5 * active:
+    if retrieved is None or not active or retrieved >= 0.5 * active or record.get("padding_share", 0.0) < 0.5:
         return
     print(
         f"warning: epoch {record['epoch']}: the hash tables retrieved a median of {retrieved:,.0f} neurons a sample "

@@ -113,3 +113,10 @@ def test_no_padding_warning_at_half_or_more_or_without_figures(capsys, retrieved
     """Exactly half is not "less than half"; uniform or dense runs (no retrieval figure) never warn."""
     warn_if_mostly_padding(record(retrieved, active))
     assert capsys.readouterr().err == ""
+
+
+def test_no_padding_warning_when_labels_and_frequent_neurons_fill_the_set(capsys):
+    """A tiny label set: few retrieved, but the active set is labels and frequent neurons, no padding (the warning
+    used to fire there, on every run of the `tiny` preset)."""
+    warn_if_mostly_padding({**record(2.0, 200.0), "padding_share": 0.0})
+    assert capsys.readouterr().err == ""
