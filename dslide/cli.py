@@ -49,10 +49,11 @@ OPTION_FIELDS: dict[str, tuple[type, str]] = {
                                                  "drift_threshold")},
     "rebuild_trigger": (ScheduleConfig, "trigger"),
     **{name: (NetworkConfig, name) for name in ("hidden", "init_scale", "output_bias")},
-    **{name: (TrainConfig, name) for name in ("epochs", "batch_size", "lr", "input_lr", "adam", "threads", "seed",
-                                              "max_steps", "eval_every", "eval_slice", "eval_mode", "test_points",
-                                              "train_eval_points", "softmax", "partition", "recall_every",
-                                              "recall_points", "checkpoint_every", "patience", "progress")},
+    **{name: (TrainConfig, name) for name in ("epochs", "batch_size", "lr", "input_lr", "adam", "moments", "threads",
+                                              "seed", "max_steps", "eval_every", "eval_slice", "eval_mode",
+                                              "test_points", "train_eval_points", "softmax", "partition",
+                                              "recall_every", "recall_points", "checkpoint_every", "patience",
+                                              "progress")},
 }  # fmt: skip
 OPTION_OF_FIELD = {field: option for option, (_, field) in OPTION_FIELDS.items()}  # field names are unique
 
@@ -267,6 +268,14 @@ def _hidden(_ctx, _param, value: str) -> tuple[int, ...]:
     "(checked every 10 steps).",
 )
 @click.option("--adam", type=click.Choice(["lazy", "dense"]), default=default("adam"), show_default=True)
+@click.option(
+    "--moments",
+    type=click.Choice(["fp32", "bf16"]),
+    default=default("moments"),
+    show_default=True,
+    help="Storage of the weight matrices' Adam moments: bf16 halves their memory and bytes moved (rounded "
+    "stochastically; docs/engine.md).",
+)
 @click.option(
     "--init-scale",
     type=FiniteFloatRange(min=0, min_open=True),

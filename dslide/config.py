@@ -102,6 +102,8 @@ class TrainConfig:
     beta2: float = 0.999
     eps: float = 1e-8
     adam: Literal["lazy", "dense"] = "lazy"  # lazy: update rows touched in the batch; dense: every row
+    # storage of the weight matrices' Adam moments: bf16 halves their bytes (rounded stochastically, kernels/bf16.py)
+    moments: Literal["fp32", "bf16"] = "fp32"
     threads: int = 1
     seed: int = 0
     max_steps: int | None = None  # stop an epoch early (benchmarks, extrapolated runs)

@@ -51,7 +51,17 @@ class OutputHead:
         owned = all_owned(net.num_labels, comm.size, train.partition)[comm.rank]
         self.g2l = global_to_local(net.num_labels, owned)
         self.layer = SampledOutputLayer(
-            in_dim, net.num_labels, owned, net.lsh, net.sampling, net.schedule, train.seed, layer, scale, comm.rank
+            in_dim,
+            net.num_labels,
+            owned,
+            net.lsh,
+            net.sampling,
+            net.schedule,
+            train.seed,
+            layer,
+            scale,
+            comm.rank,
+            train.moments,
         )
         if label_counts is not None:
             if net.output_bias == "prior":

@@ -23,15 +23,18 @@ from dslide.kernels.topk import sparse_topk
 from dslide.sampler import ActiveSet, OutputSampler
 from dslide.top_logits import top_logits
 
+# Storage of the weight matrices' Adam moments (TrainConfig.moments): bfloat16 is kept in uint16 (kernels/bf16.py).
+MOMENT_DTYPES = {"fp32": np.float32, "bf16": np.uint16}
+
 
 class WithMoments:
     """A parameter and its Adam moments m, v, saved in checkpoints under KEYS (with the layer's prefix)."""
 
     KEYS: tuple[str, str, str]
 
-    def __init__(self, value: np.ndarray) -> None:
-        self.m = np.zeros_like(value)
-        self.v = np.zeros_like(value)
+    def __init__(self, value: np.ndarray, moments: str = "fp32") -> None:
+        self.m = np.zeros(value.shape, dtype=MOMENT_DTYPES[moments])  # 0.0 in either storage
+        self.v = np.zeros(value.shape, dtype=MOMENT_DTYPES[moments])
 
     def _arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         raise NotImplementedError
@@ -45,12 +48,13 @@ class WithMoments:
 
 
 class RowParams(WithMoments):
-    """A weight matrix updated row by row from (row, sample, coef) entries, with its Adam moments."""
+    """A weight matrix updated row by row from (row, sample, coef) entries, with its Adam moments (float32 or
+    bfloat16: `moments`)."""
 
     KEYS = ("W", "m", "v")
 
-    def __init__(self, W: np.ndarray) -> None:
-        super().__init__(W)
+    def __init__(self, W: np.ndarray, moments: str = "fp32") -> None:
+        super().__init__(W, moments)
         self.W = W
         self.slot = np.full(W.shape[0], -1, dtype=np.int32)
 
@@ -105,9 +109,12 @@ class Bias(WithMoments):
 class SparseInputLayer:
     """Sparse features -> ReLU activations of this rank's hidden neurons. W is (features, local width)."""
 
-    def __init__(self, num_features: int, width: int, owned: np.ndarray, seed: int, layer: int, scale: float):
+    def __init__(
+        self, num_features: int, width: int, owned: np.ndarray, seed: int, layer: int, scale: float,
+        moments: str = "fp32",
+    ) -> None:  # fmt: skip
         self.owned = owned
-        self.params = RowParams(init_columns(seed, layer, num_features, width, owned, scale))
+        self.params = RowParams(init_columns(seed, layer, num_features, width, owned, scale), moments)
         self.bias = Bias(len(owned))
 
     def forward(self, x_ptr: np.ndarray, x_idx: np.ndarray, x_val: np.ndarray) -> np.ndarray:
@@ -187,10 +194,11 @@ class SampledOutputLayer:
         layer: int,
         scale: float,
         rank: int,
+        moments: str = "fp32",
     ) -> None:
         self.owned = owned
         self.num_labels = num_labels
-        self.params = RowParams(init_rows(seed, layer, owned, in_dim, scale))
+        self.params = RowParams(init_rows(seed, layer, owned, in_dim, scale), moments)
         self.bias = Bias(len(owned))
         hash_seed = (seed * 1_000_003 + 7919 * rank + 1) % (2**31)
         self.sampler = OutputSampler(len(owned), num_labels, in_dim, lsh, sampling, schedule, hash_seed)

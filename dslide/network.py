@@ -70,7 +70,9 @@ class Network:
         # hidden_cols[i][p]: the neurons of hidden layer i that rank p owns (its columns of the full vector)
         self.hidden_cols = [all_owned(w, P, train.partition) for w in widths]
         self.hidden: list[SparseInputLayer | DenseHiddenLayer] = [
-            SparseInputLayer(net.num_features, widths[0], self.hidden_cols[0][r], train.seed, 0, scales[0])
+            SparseInputLayer(
+                net.num_features, widths[0], self.hidden_cols[0][r], train.seed, 0, scales[0], train.moments
+            )
         ]
         for i in range(1, len(widths)):
             self.hidden.append(

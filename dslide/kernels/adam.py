@@ -3,6 +3,11 @@
 Each touched row's gradient is sum over its entries of coef * vecs[sample] (output layer: delta * h;
 first layer: x value * dL/dz). Grouping entries by row makes the update parallel over rows, race-free
 and independent of the thread count.
+
+The moments m, v are float32 (or float64) arrays, or bfloat16 kept in uint16 arrays (`--moments bf16`,
+kernels/bf16.py), which halves the bytes they move; the update itself is computed in float32 either way.
+Stochastic rounding draws its bits from a hash of the entry's index and the step, so it is the same on any
+number of threads.
 """
 
 from __future__ import annotations
@@ -13,6 +18,8 @@ import numba
 import numpy as np
 from numba import types
 from numba.extending import overload
+
+from dslide.kernels.bf16 import bf16_to_float32, float32_to_bf16_stochastic, mix32
 
 
 @numba.njit(cache=True)
@@ -70,25 +77,72 @@ def _in_type_of(x, ref):
     return lambda x, ref: x
 
 
+def moment_at(a, r):
+    """Entry r of a moment array as a number (bfloat16 in uint16 arrays is widened to float32)."""
+    return a[r]
+
+
+@overload(moment_at, inline="always")
+def _moment_at(a, r):
+    if a.dtype == types.uint16:
+        return lambda a, r: bf16_to_float32(a[r])
+    return lambda a, r: a[r]
+
+
+def set_moment(a, r, x, noise16) -> None:
+    """a[r] = x; into a bfloat16 (uint16) array rounded stochastically with the 16 random bits noise16."""
+    a[r] = x
+
+
+@overload(set_moment, inline="always")
+def _set_moment(a, r, x, noise16):
+    if a.dtype == types.uint16:
+
+        def to_bf16(a, r, x, noise16):
+            a[r] = float32_to_bf16_stochastic(np.float32(x), noise16)
+
+        return to_bf16
+
+    def as_is(a, r, x, noise16):
+        a[r] = x
+
+    return as_is
+
+
+@numba.njit(inline="always", cache=True)
+def rounding_salt(step: int) -> np.uint32:
+    """Mixed into every entry's rounding noise at this step, so each step draws fresh bits."""
+    return mix32(np.uint32(step & 0xFFFFFFFF) ^ np.uint32(0x9E3779B9))
+
+
+@numba.njit(inline="always", cache=True)
+def rounding_noise(index: int, salt: np.uint32) -> np.uint32:
+    """32 random bits for entry `index` (16 for m, 16 for v); unused, and compiled away, for float moments."""
+    return mix32(np.uint32(index & 0xFFFFFFFF) ^ salt)
+
+
 @numba.njit(inline="always", fastmath=True, cache=True)
-def adam_entry(w, m, v, r, g, lr, beta1, beta2, eps, c1, c2) -> None:
+def adam_entry(w, m, v, r, g, lr, beta1, beta2, eps, c1, c2, noise) -> None:
     """One Adam update of entry r of a flat parameter, given its gradient g and the bias corrections c1, c2: the one
-    place the engine's kernels write Adam. It computes in the type of the caller's constants (float32 or float64).
-    Inlined into other modules' kernels: numba's on-disk cache of those checks only their own file, so after
-    editing this one delete dslide/kernels/__pycache__/*.nb[ic]."""
+    place the engine's kernels write Adam. It computes in the type of the caller's constants (float32 or float64);
+    noise: 32 random bits for rounding bfloat16 moments (rounding_noise). Inlined into other modules' kernels:
+    numba's on-disk cache of those checks only their own file, so after editing this one (or bf16.py) delete
+    dslide/kernels/__pycache__/*.nb[ic]."""
     one = in_type_of(1.0, c1)
-    mk = beta1 * m[r] + (one - beta1) * g
-    vk = beta2 * v[r] + (one - beta2) * g * g
-    m[r] = mk
-    v[r] = vk
+    mk = beta1 * moment_at(m, r) + (one - beta1) * g
+    vk = beta2 * moment_at(v, r) + (one - beta2) * g * g
+    set_moment(m, r, mk, noise)
+    set_moment(v, r, vk, noise >> np.uint32(16))
     w[r] -= lr * (mk / c1) / (in_type_of(math.sqrt(vk / c2), c2) + eps)
 
 
 @numba.njit(inline="always", fastmath=True, cache=True)
-def adam_row(W, m, v, r, g, lr, beta1, beta2, eps, c1, c2) -> None:
-    """adam_entry on every entry of row r of a matrix, given the row's gradient g (float32 or float64 constants)."""
-    for k in range(W.shape[1]):
-        adam_entry(W, m, v, (r, k), g[k], lr, beta1, beta2, eps, c1, c2)
+def adam_row(W, m, v, r, g, lr, beta1, beta2, eps, c1, c2, salt) -> None:
+    """adam_entry on every entry of row r of a matrix, given the row's gradient g (float32 or float64 constants)
+    and the step's rounding_salt."""
+    D = W.shape[1]
+    for k in range(D):
+        adam_entry(W, m, v, (r, k), g[k], lr, beta1, beta2, eps, c1, c2, rounding_noise(r * D + k, salt))
 
 
 @numba.njit(parallel=True, fastmath=True, cache=True)
@@ -113,6 +167,7 @@ def adam_rows(
     D = W.shape[1]
     c1 = 1.0 - beta1**step
     c2 = 1.0 - beta2**step
+    salt = rounding_salt(step)
     nthreads = scratch.shape[0]
     for t in numba.prange(nthreads):
         g = scratch[t]
@@ -128,27 +183,7 @@ def adam_rows(
                 for k in range(D):
                     g[k] += c * vecs[s, k]
             coef_sum[u] = cs
-            adam_row(W, m, v, rows[u], g, lr, beta1, beta2, eps, c1, c2)
-
-
-@numba.njit(parallel=True, fastmath=True, cache=True)
-def adam_at(
-    w: np.ndarray,
-    m: np.ndarray,
-    v: np.ndarray,
-    idx: np.ndarray,
-    grad: np.ndarray,
-    lr: float,
-    beta1: float,
-    beta2: float,
-    eps: float,
-    step: int,
-) -> None:
-    """Adam on the entries w[idx[i]] of a flat parameter with gradients grad[i]."""
-    c1 = 1.0 - beta1**step
-    c2 = 1.0 - beta2**step
-    for i in numba.prange(len(idx)):
-        adam_entry(w, m, v, idx[i], grad[i], lr, beta1, beta2, eps, c1, c2)
+            adam_row(W, m, v, rows[u], g, lr, beta1, beta2, eps, c1, c2, salt)
 
 
 @numba.njit(parallel=True, fastmath=True, cache=True)
@@ -159,5 +194,6 @@ def adam_dense(
     """Adam on every entry of a flat parameter (the full softmax's output layer): one pass, no temporaries."""
     c1 = 1.0 - beta1**step
     c2 = 1.0 - beta2**step
+    salt = rounding_salt(step)
     for r in numba.prange(len(w)):
-        adam_entry(w, m, v, r, grad[r], lr, beta1, beta2, eps, c1, c2)
+        adam_entry(w, m, v, r, grad[r], lr, beta1, beta2, eps, c1, c2, rounding_noise(r, salt))

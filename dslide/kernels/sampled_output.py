@@ -18,7 +18,7 @@ import math
 import numba
 import numpy as np
 
-from dslide.kernels.adam import adam_entry, adam_row
+from dslide.kernels.adam import adam_entry, adam_row, rounding_noise, rounding_salt
 
 
 @numba.njit(parallel=True, fastmath=True, cache=True)
@@ -78,7 +78,7 @@ def softmax_stats(
 def output_backward_update(
     h: np.ndarray,  # float32 (B, H)
     W: np.ndarray,  # float32 (N_local, H), updated in place
-    m: np.ndarray,
+    m: np.ndarray,  # Adam moments of W: float32, or bfloat16 in uint16 (kernels/bf16.py)
     v: np.ndarray,
     bias: np.ndarray,  # float32 (N_local,), updated in place
     bm: np.ndarray,
@@ -117,6 +117,7 @@ def output_backward_update(
     lr32 = np.float32(lr)
     eps32 = np.float32(eps)
     ib = np.float32(inv_batch)
+    salt = rounding_salt(step)
     nthreads = scratch.shape[0]
     for t in numba.prange(nthreads):
         g = scratch[t]
@@ -140,5 +141,5 @@ def output_backward_update(
                 for k in range(H):
                     g[k] += d * h[b, k]
                     dh[b, k] += d * W[r, k]
-            adam_row(W, m, v, r, g, lr32, b1, b2, eps32, c1, c2)
-            adam_entry(bias, bm, bv, r, gb, lr32, b1, b2, eps32, c1, c2)
+            adam_row(W, m, v, r, g, lr32, b1, b2, eps32, c1, c2, salt)
+            adam_entry(bias, bm, bv, r, gb, lr32, b1, b2, eps32, c1, c2, rounding_noise(r, salt))

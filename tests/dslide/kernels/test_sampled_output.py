@@ -7,6 +7,7 @@ import numba
 import numpy as np
 import pytest
 
+from dslide.kernels.bf16 import from_bf16, to_bf16
 from dslide.kernels.sampled_output import output_backward_update, output_logits, softmax_stats
 
 
@@ -78,11 +79,16 @@ def test_stats_weight_each_entry_and_average_the_label_logits(case):
         np.testing.assert_allclose(out[2][b], zb[: c["n_lab"][b]].sum() * c["inv_ylen"][b], rtol=1e-5, atol=1e-6)
 
 
-def test_backward_update_is_the_softmax_gradient_and_one_adam_step(case):
+@pytest.mark.parametrize("moments", ["fp32", "bf16"])
+def test_backward_update_is_the_softmax_gradient_and_one_adam_step(case, moments):
     """One pass gives dL/dz = (wt * exp(z - gmax) / gsum - t) / B (0 for unlabelled samples, t = 1/|y| on the
     labels), row gradients sum dL/dz * h, dL/dh sums dL/dz * W before the update, and each touched row (and its
-    bias) takes one Adam step; untouched rows are left alone."""
+    bias) takes one Adam step; untouched rows are left alone. With bfloat16 moments of W (uint16) the weights move
+    as from the exact new moments, and each stored moment is a bfloat16 neighbour of the exact one."""
     c = case
+    if moments == "bf16":
+        c["m"], c["v"] = to_bf16(c["m"]), to_bf16(c["v"])
+    widened = {k: from_bf16(c[k]) if c[k].dtype == np.uint16 else c[k] for k in ("m", "v")}
     B, H = c["h"].shape
     z = logits(c)
     # a global normaliser as if other ranks contributed as well
@@ -105,7 +111,8 @@ def test_backward_update_is_the_softmax_gradient_and_one_adam_step(case):
     touched = np.unique(c["ids"])
     want = {}
     for name, mom, vel, w, g in (("W", "m", "v", W0, G), ("bias", "bm", "bv", c["bias"].astype(np.float64), gb)):
-        mm, vv, ww = c[mom].astype(np.float64), c[vel].astype(np.float64), w.copy()
+        mm, vv = (widened.get(k, c[k]).astype(np.float64) for k in (mom, vel))
+        ww = w.copy()
         mm[touched] = b1 * mm[touched] + (1 - b1) * g[touched]
         vv[touched] = b2 * vv[touched] + (1 - b2) * g[touched] ** 2
         ww[touched] -= lr * (mm[touched] / (1 - b1**step)) / (np.sqrt(vv[touched] / (1 - b2**step)) + eps)
@@ -119,8 +126,14 @@ def test_backward_update_is_the_softmax_gradient_and_one_adam_step(case):
                            c["inv_ylen"], z, c["wt"], gmax, gsum, rows, ptr, perm, c["samples"], 1.0 / B, lr, b1, b2,
                            eps, step, dh_parts, scratch)  # fmt: skip
     np.testing.assert_allclose(dh_parts.sum(axis=0), dh, rtol=1e-4, atol=1e-7)
-    for name in ("W", "m", "v", "bias", "bm", "bv"):
+    for name in ("W", "bias", "bm", "bv") if moments == "bf16" else ("W", "m", "v", "bias", "bm", "bv"):
         np.testing.assert_allclose(c[name], want[name], rtol=1e-5, atol=1e-7, err_msg=name)
+    if moments == "bf16":
+        for name in ("m", "v"):
+            got = from_bf16(c[name]).astype(np.float64)
+            bits = want[name].astype(np.float32).view(np.uint32) & 0xFFFF0000
+            low, high = bits.view(np.float32), (bits + 0x10000).view(np.float32)
+            assert np.all((got == low) | (got == high)), name
     untouched = np.setdiff1d(np.arange(len(W0)), touched)
     assert list(untouched) == [12, 13]
     np.testing.assert_array_equal(c["W"][untouched], W0[untouched].astype(np.float32))
