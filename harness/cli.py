@@ -12,6 +12,7 @@ from pathlib import Path
 
 import click
 
+from dslide.config import TrainConfig
 from harness.cli_cluster import cluster
 from harness.cli_data import data
 from harness.run.store import results_dir
@@ -349,7 +350,10 @@ def time_to_accuracy_command(
 @click.option("--steps", type=click.IntRange(min=1), default=40, show_default=True, help="Timed steps per count.")
 @click.option("--out", type=click.Path(file_okay=False), default=None,
               help="Write OUT/roofline.json and OUT/roofline.png (default: print only).")  # fmt: skip
-def roofline_command(dataset: str, data_dir: str | None, threads: str, steps: int, out: str | None) -> None:
+@click.option("--moments", type=click.Choice(["fp32", "bf16"]), default=TrainConfig.moments, show_default=True,
+              help="Storage of the Adam moments (dslide train --moments).")  # fmt: skip
+def roofline_command(dataset: str, data_dir: str | None, threads: str, steps: int, out: str | None,
+                     moments: str) -> None:  # fmt: skip
     """Each phase of a sparse training step against the machine's measured memory bandwidth (run it on a quiet
     machine): bytes per sample (counted), time per sample (measured), achieved GB/s and its share of the probes."""
     from harness.study.roofline import format_table, measure, write
@@ -357,7 +361,8 @@ def roofline_command(dataset: str, data_dir: str | None, threads: str, steps: in
     results = []
     for count in _split(threads, int):
         try:
-            results.append(measure(dataset, count, steps, data_dir=Path(data_dir) if data_dir else None))
+            results.append(measure(dataset, count, steps, data_dir=Path(data_dir) if data_dir else None,
+                                   moments=moments))  # fmt: skip
         except ValueError as err:
             raise click.ClickException(str(err)) from err
         click.echo(format_table(results[-1]) + "\n")

@@ -28,6 +28,7 @@ from typing import Any
 import numba
 import numpy as np
 
+from dslide.config import TrainConfig
 from harness.plotting import pyplot, save_figure
 from harness.run.store import git_commit, machine_info
 from harness.study.manifest import write_json_atomically
@@ -193,6 +194,8 @@ def counted_bytes(net: Any, batch: Any, state: StepState) -> dict[str, int]:
     nnz, features = len(batch.x_idx), len(np.unique(batch.x_idx))
     rows, entries = len(act.rows), len(act.ids)
     row = H * FLOAT
+    out_moments = H * net.head.layer.params.m.itemsize  # one row of m (or v): 4 bytes an entry, 2 in bfloat16
+    in_moments = H * net.hidden[0].params.m.itemsize
     index = net.head.layer.sampler.index
     bucket_entries, lookups = 0, 0
     if index is not None:
@@ -205,8 +208,9 @@ def counted_bytes(net: Any, batch: Any, state: StepState) -> dict[str, int]:
         "select": bucket_entries * INDEX + lookups * 2 * INDEX + entries * 4 * INDEX,  # buckets, offsets, ids, groups
         "output forward": rows * (row + FLOAT) + entries * 3 * INDEX,  # each touched row once; z, sample, perm
         "softmax": entries * 2 * FLOAT,  # logits and weights
-        "output backward + Adam": rows * 6 * (row + FLOAT) + entries * 3 * INDEX + B * row,  # W, m, v in and out
-        "input backward + Adam": features * 6 * row + nnz * 2 * INDEX + 2 * B * row,
+        # W, m, v and the bias's three in and out
+        "output backward + Adam": rows * (2 * row + 4 * out_moments + 6 * FLOAT) + entries * 3 * INDEX + B * row,
+        "input backward + Adam": features * (2 * row + 4 * in_moments) + nnz * 2 * INDEX + 2 * B * row,
     }
 
 
@@ -238,6 +242,7 @@ class PhaseRow:
 @dataclass
 class Roofline:
     dataset: str
+    moments: str  # the Adam moments' storage (TrainConfig.moments)
     threads: int
     steps: int
     batch: int
@@ -249,10 +254,11 @@ class Roofline:
 
 
 def measure(dataset: str, threads: int, steps: int = 40, warmup: int = 5, data_dir: Path | None = None,
-            hidden: int = 128, batch_size: int = 128) -> Roofline:  # fmt: skip
-    """Probes, then `warmup` untimed and `steps` timed phased steps of the engine's defaults on `dataset`."""
+            hidden: int = 128, batch_size: int = 128, moments: str = TrainConfig.moments) -> Roofline:  # fmt: skip
+    """Probes, then `warmup` untimed and `steps` timed phased steps of the engine's defaults on `dataset` (with the
+    Adam moments stored as `moments`)."""
     from dslide.comm import Communicator  # deferred: mpi4py and the engine load only to measure
-    from dslide.config import NetworkConfig, TrainConfig
+    from dslide.config import NetworkConfig
     from dslide.data.batching import batches
     from dslide.data.registry import dataset_paths
     from dslide.data.xc_format import load_dataset
@@ -262,7 +268,7 @@ def measure(dataset: str, threads: int, steps: int = 40, warmup: int = 5, data_d
     train = load_dataset(train_path)
     counts = np.bincount(train.label_indices, minlength=train.num_labels)
     net_cfg = NetworkConfig(train.num_features, train.num_labels, hidden=(hidden,))
-    cfg = TrainConfig(batch_size=batch_size, threads=threads)
+    cfg = TrainConfig(batch_size=batch_size, threads=threads, moments=moments)
     order = np.concatenate(list(batches(len(train), batch_size, cfg.seed, 0)))
     chunks = [order[i : i + batch_size] for i in range(0, len(order) - batch_size + 1, batch_size)]
     needed = warmup + steps
@@ -312,7 +318,8 @@ def measure(dataset: str, threads: int, steps: int = 40, warmup: int = 5, data_d
             bytes_ = statistics.median(moved[phase]) / batch_size
         rate = bytes_ / seconds if seconds > 0 else 0.0
         rows.append(PhaseRow(phase, bytes_, seconds, rate, rate / best["triad"], rate / best["row gather"]))
-    return Roofline(dataset, threads, steps, batch_size, probes, rows, samples / t_all, samples / t_plain, rebuilds)
+    return Roofline(dataset, moments, threads, steps, batch_size, probes, rows, samples / t_all, samples / t_plain,
+                    rebuilds)  # fmt: skip
 
 
 # -- output ------------------------------------------------------------------------------------------------------
@@ -321,9 +328,9 @@ def measure(dataset: str, threads: int, steps: int = 40, warmup: int = 5, data_d
 def format_table(result: Roofline) -> str:
     probe = {p.probe: p.bytes_per_s for p in result.probes}
     lines = [
-        f"{result.dataset}, {result.threads} thread(s), {result.steps} steps of {result.batch} "
-        f"({result.rebuilds} table rebuild(s) among them): {result.samples_per_s:,.0f} samples/s phase by phase, "
-        f"{result.step_samples_per_s:,.0f} through Network.train_step (measured)",
+        f"{result.dataset}, {result.moments} Adam moments, {result.threads} thread(s), {result.steps} steps of "
+        f"{result.batch} ({result.rebuilds} table rebuild(s) among them): {result.samples_per_s:,.0f} samples/s "
+        f"phase by phase, {result.step_samples_per_s:,.0f} through Network.train_step (measured)",
         f"bandwidth probes (measured, best of 5): triad {probe['triad'] / 1e9:.1f} GB/s, "
         f"random 512-byte rows {probe['row gather'] / 1e9:.1f} GB/s",
         "",

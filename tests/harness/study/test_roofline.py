@@ -17,20 +17,21 @@ from dslide.network import Batch, Network
 from harness.study.roofline import PHASES, PhaseClock, counted_bytes, phased_step, probe_bandwidth
 
 
-def twin_networks():
+def twin_networks(moments: str = "fp32"):
     train, _ = generate(XCParams(500, 2_000, 1_024, 10, avg_nnz=12.0, avg_labels=2.0), seed=4)
     net = NetworkConfig(500, 2_000, hidden=(32,), lsh=LSHConfig(bits_per_table=2, num_tables=8, range_pow=8),
                         sampling=SamplingConfig(min_active=40, pad_threshold=40, tail=8, frequent=5),
                         schedule=ScheduleConfig(rebuild_first=3, rebuild_decay=0.0, redraw_every=5))  # fmt: skip
-    cfg = TrainConfig(batch_size=64, lr=1e-2)
+    cfg = TrainConfig(batch_size=64, lr=1e-2, moments=moments)
     counts = np.bincount(train.label_indices, minlength=2_000)
     return train, Network(net, cfg, Communicator(), counts), Network(net, cfg, Communicator(), counts)
 
 
-def test_the_phased_step_ends_with_the_weights_train_step_gives():
+@pytest.mark.parametrize("moments", ["fp32", "bf16"])
+def test_the_phased_step_ends_with_the_weights_train_step_gives(moments):
     """Eight steps (rebuilds at 3 and 6, a redraw at 5) phase by phase and through Network.train_step: the same
     weights, moments and tables bit for bit, so the phases timed are the engine's."""
-    train, phased, plain = twin_networks()
+    train, phased, plain = twin_networks(moments)
     clock = PhaseClock()
     for step in range(8):
         batch = Batch.from_dataset(train, np.arange(64 * step, 64 * step + 64))
@@ -43,8 +44,11 @@ def test_the_phased_step_ends_with_the_weights_train_step_gives():
     assert set(clock.seconds) == set(PHASES) and all(s > 0 for s in clock.seconds.values())
 
 
-def test_bytes_are_counted_from_the_rows_and_entries_the_batch_touched():
-    train, net, _ = twin_networks()
+@pytest.mark.parametrize("moments, moment_bytes", [("fp32", 4), ("bf16", 2)])
+def test_bytes_are_counted_from_the_rows_and_entries_the_batch_touched(moments, moment_bytes):
+    """Adam reads and writes a touched row's weights, both moments (2 bytes an entry in bfloat16) and its bias's
+    three floats."""
+    train, net, _ = twin_networks(moments)
     batch = Batch.from_dataset(train, np.arange(64))
     out = phased_step(net, batch, 0, PhaseClock())
     counted = counted_bytes(net, batch, out)
@@ -52,9 +56,10 @@ def test_bytes_are_counted_from_the_rows_and_entries_the_batch_touched():
     rows, entries, row = len(np.unique(act.ids)), len(act.ids), 32 * 4  # counted here from the ids themselves
     assert counted["output forward"] == rows * (row + 4) + entries * 12
     assert counted["softmax"] == entries * 8
-    assert counted["output backward + Adam"] == rows * 6 * (row + 4) + entries * 12 + 64 * row
+    moments_row = 32 * moment_bytes
+    assert counted["output backward + Adam"] == rows * (2 * row + 4 * moments_row + 24) + entries * 12 + 64 * row
     features = len(np.unique(batch.x_idx))
-    assert counted["input backward + Adam"] == features * 6 * row + len(batch.x_idx) * 8 + 2 * 64 * row
+    assert counted["input backward + Adam"] == features * (2 * row + 4 * moments_row) + len(batch.x_idx) * 8 + 128 * row
     assert counted["select"] > entries * 16  # the buckets read come on top of the ids written
 
 
