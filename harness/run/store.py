@@ -136,19 +136,34 @@ def read_records(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     return records
 
 
-def machine_id() -> str:
-    """Which machine made a record: $DSLIDE_MACHINE_ID, else hostname-<8 hex of /etc/machine-id's hash>.
+def machine_id(cpu: str | None = None, cores: int | None = None) -> str:
+    """Which machine made a record: $DSLIDE_MACHINE_ID, else hostname-<8 hex of a hash of /etc/machine-id, the CPU
+    model and the core count> (`cpu`, `cores`: this machine's unless given).
 
-    The report uses it to keep this machine's records apart from other machines' (results/reference/<id>/).
-    On a cluster, where the head node runs the harness, set DSLIDE_MACHINE_ID to name the cluster.
+    The report uses it to keep this machine's records apart from other machines' (results/reference/<id>/). The
+    hardware is in the hash because a virtual machine keeps its /etc/machine-id when it is moved to other hardware
+    (this project's machine moved from an Intel Xeon to an AMD EPYC under one machine-id), and figures from one
+    CPU are not the other's. On a cluster, where the head node runs the harness, set DSLIDE_MACHINE_ID to name it.
     """
     named = os.environ.get("DSLIDE_MACHINE_ID")
     if named:
         return named
     host = platform.node() or "unknown"
+    try:
+        installed = Path("/etc/machine-id").read_bytes().strip()
+    except OSError:
+        return host
+    hardware = f"\n{cpu or cpu_model()}\n{cores or os.cpu_count()}".encode()
+    return f"{host}-{hashlib.sha256(installed + hardware).hexdigest()[:8]}"
+
+
+def cpu_model() -> str | None:
+    """The CPU's model name (/proc/cpuinfo, else what platform reports)."""
     with contextlib.suppress(OSError):
-        return f"{host}-{hashlib.sha256(Path('/etc/machine-id').read_bytes().strip()).hexdigest()[:8]}"
-    return host
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or None
 
 
 def record_machine(record: dict[str, Any]) -> str | None:
@@ -158,19 +173,13 @@ def record_machine(record: dict[str, Any]) -> str | None:
 
 def machine_info() -> dict[str, Any]:
     """Id, CPU model, cores, memory and kernel of this machine (what a record's numbers depend on)."""
-    cpu_model = None
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu_model = line.split(":", 1)[1].strip()
-                break
     memory_mb = None
     with contextlib.suppress(OSError, ValueError, IndexError):
         meminfo = Path("/proc/meminfo").read_text().splitlines()
         memory_mb = int(next(line for line in meminfo if line.startswith("MemTotal")).split()[1]) // 1024
     return {
         "id": machine_id(),
-        "cpu_model": cpu_model or platform.processor() or None,
+        "cpu_model": cpu_model(),
         "cores": os.cpu_count(),
         "cores_available": len(os.sched_getaffinity(0)),
         "memory_mb": memory_mb,

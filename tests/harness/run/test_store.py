@@ -92,6 +92,15 @@ def test_the_machine_id_is_stable_and_can_be_named(monkeypatch):
     assert machine_info()["id"] == "lab-cluster" != here
 
 
+def test_one_image_on_other_hardware_is_another_machine():
+    """A virtual machine moved to another CPU keeps /etc/machine-id; its records must not pass for the old CPU's."""
+    from harness.run.store import machine_id
+
+    xeon = machine_id("Intel(R) Xeon(R) Processor", 2)
+    assert xeon == machine_id("Intel(R) Xeon(R) Processor", 2)
+    assert len({xeon, machine_id("AMD EPYC", 2), machine_id("Intel(R) Xeon(R) Processor", 4)}) == 3
+
+
 def test_partial_epochs_count_the_warm_up_step_once():
     from harness.run.record import extrapolate_epoch
 
