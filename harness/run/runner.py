@@ -177,22 +177,28 @@ def terminate_as_exit() -> Iterator[None]:
 
 def run_summary(record: dict) -> str:
     """One line: epoch time (measured or extrapolated), samples/s, bytes per training step on the wire and counted
-    (the report's accounting: the link counters less what the run counted for evaluation and start-up), P@1."""
-
-    def num(key: str, pattern: str) -> str:
-        value = record.get(key)
-        return "-" if value is None else pattern.format(value)
-
+    (the report's accounting: the link counters less what the run counted for evaluation and start-up), P@1. A
+    figure the run does not have (a payload run trains nothing; one node has no link) is left out, not dashed."""
     steps = training_steps(record)
     wire = link_bytes_per_training_step(record)
     app = record["app_bytes"] / steps if record.get("app_bytes") and steps else None
-    ratio = f" ({wire / app:.2f}x)" if wire and app else ""
-    how = "extrapolated" if record.get("epoch_time_extrapolated") else "measured"
-    return (
-        f"epoch {num('epoch_time_s', '{:,.1f}')} s ({how}), {num('samples_per_s', '{:,.0f}')} samples/s, "
-        f"per training step {'-' if wire is None else f'{wire:,.0f}'} B on the wire (measured, evaluation and "
-        f"start-up excluded) / {'-' if app is None else f'{app:,.0f}'} B counted{ratio}, P@1 {num('p@1', '{:.4f}')}"
-    )
+    parts = []
+    if record.get("epoch_time_s") is not None:
+        how = "extrapolated" if record.get("epoch_time_extrapolated") else "measured"
+        parts.append(f"epoch {record['epoch_time_s']:,.1f} s ({how})")
+    if record.get("samples_per_s") is not None:
+        parts.append(f"{record['samples_per_s']:,.0f} samples/s")
+    if record.get("nodes") == 1:
+        parts.append("one node: nothing crosses a link")
+    elif wire is not None or app is not None:
+        ratio = f" ({wire / app:.2f}x)" if wire and app else ""
+        parts.append(
+            f"per training step {'-' if wire is None else f'{wire:,.0f}'} B on the wire (measured, evaluation and "
+            f"start-up excluded) / {'-' if app is None else f'{app:,.0f}'} B counted{ratio}"
+        )
+    if record.get("p@1") is not None:
+        parts.append(f"P@1 {record['p@1']:.4f}")
+    return ", ".join(parts) or "no figures (the record has the details)"
 
 
 def run_mpiexec(

@@ -275,7 +275,15 @@ def test_run_summary_is_one_line_with_labelled_figures():
     line = run_summary(record)
     assert line == ("epoch 1,234.5 s (extrapolated), 812 samples/s, per training step 85,000 B on the wire (measured, "
                     "evaluation and start-up excluded) / 75,000 B counted (1.13x), P@1 0.4321")  # fmt: skip
-    assert "\n" not in run_summary({"status": "failed"})
+    assert run_summary({"status": "failed"}) == "no figures (the record has the details)"
+    # a payload run trains nothing, and one node has no link: no dashes for figures the run cannot have
+    payload = {"system": "payload", "nodes": 2, "epoch_time_s": 4.29, "wire_bytes": 4_000_000, "app_bytes": 3_000_000,
+               "epochs": [{"steps": 40}]}  # fmt: skip
+    assert run_summary(payload) == ("epoch 4.3 s (measured), per training step 100,000 B on the wire (measured, "
+                                    "evaluation and start-up excluded) / 75,000 B counted (1.33x)")  # fmt: skip
+    one_node = {"nodes": 1, "epoch_time_s": 50.0, "samples_per_s": 2000.0, "p@1": 0.25, "epochs": [{"steps": 40}]}
+    line = run_summary(one_node)
+    assert line == "epoch 50.0 s (measured), 2,000 samples/s, one node: nothing crosses a link, P@1 0.2500"
 
 
 def test_the_documented_command_runs_dslide_by_default_and_names_the_flag_it_needs():
