@@ -144,10 +144,6 @@ def plan(profile: str, machine_cores: int | None = None) -> list[Point]:
     return [p for e in experiments(profile) for p in expand(e, cores)]
 
 
-def datasets(profile: str) -> list[str]:
-    return sorted({e.dataset for e in experiments(profile)})
-
-
 def experiments(profile: str) -> list[Experiment]:
     """RQ1-RQ5 (RQ4 in two parts: accuracy on `small`, time on the Amazon-670K shape) and time to accuracy (`tta`)
     for `profile`; the `text8` profile is the paper's Text8 row alone (`paper` has it on the real text8)."""

@@ -20,18 +20,18 @@ from rich.console import Console
 
 from harness.run.spec import RunError, RunSpec
 from harness.run.store import RecordError
-from harness.study.experiments import Point, datasets, describe, plan
+from harness.study.experiments import Point, describe, plan
 from harness.study.manifest import manifest_invocations, manifest_path, read_manifest, write_json_atomically
 from harness.study.sweep import sweep
 
 
-def make_data(profile: str, data_dir: str | None, console: Console) -> None:
-    """Generate the synthetic presets the profile uses (if missing); fetch real datasets (if missing)."""
+def make_data(names: list[str], data_dir: str | None, console: Console) -> None:
+    """Generate the synthetic presets among `names` (if missing); fetch the real datasets among them (if missing)."""
     from dslide.data.directory import data_dir as resolve  # deferred: dslide.data loads numba
     from dslide.data.registry import REAL, DatasetNotAvailableError, dataset_paths
 
     root = resolve(data_dir)
-    for name in datasets(profile):
+    for name in names:
         try:
             dataset_paths(name, root, make=False)
             console.print(f"data: {name} present in {root}")
@@ -94,10 +94,10 @@ def reproduce(
         "invocations": [*manifest_invocations(old), invocation],
     }
     write_json_atomically(manifest_path(out, profile), manifest)
-    make_data(profile, data_dir, console)
-    for i, point in enumerate(points):
-        if only and point.experiment not in only:
-            continue
+    selected = [i for i, p in enumerate(points) if not only or p.experiment in only]
+    make_data(sorted({points[i].dataset for i in selected}), data_dir, console)  # only what the selected points use
+    for i in selected:
+        point = points[i]
         console.rule(f"[{i + 1}/{len(points)}] {describe(point)}")
         manifest["points"][i]["outcome"] = run_point(point, out, data_dir, work_root, console)
         write_json_atomically(manifest_path(out, profile), manifest)

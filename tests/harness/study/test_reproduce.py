@@ -48,7 +48,7 @@ def test_spec_for_carries_every_field_of_the_point():
 
 def test_a_run_that_runs_nothing_writes_the_plan_with_every_point_pending(tmp_path, data_dir):
     """--only an experiment the profile lacks: the manifest names the profile, its experiment, its four points
-    (pending) and one invocation with UTC start and finish times; the data is found, not made; nothing runs."""
+    (pending) and one invocation with UTC start and finish times; no data is looked for or made; nothing runs."""
     console, printed = quiet()
     manifest = reproduce(PROFILE, tmp_path / "out", str(data_dir), only=("rq1",), console=console)
     saved = json.loads((tmp_path / "out" / f"reproduce-{PROFILE}.json").read_text())
@@ -61,7 +61,7 @@ def test_a_run_that_runs_nothing_writes_the_plan_with_every_point_pending(tmp_pa
     assert invocation["only"] == ["rq1"]
     started, finished = (datetime.fromisoformat(invocation[k]) for k in ("started_at", "finished_at"))
     assert started.utcoffset().total_seconds() == 0 and started <= finished
-    assert f"data: real-text-wiki present in {data_dir}" in printed.getvalue()
+    assert "real-text-wiki" not in printed.getvalue()  # no selected point needs it: not looked for, not made
     assert not (tmp_path / "out" / "runs").exists()
 
 
@@ -94,6 +94,7 @@ def test_points_already_recorded_are_skipped_not_run_again(tmp_path, data_dir):
     manifest = reproduce(PROFILE, out, str(data_dir), console=console)
     assert [p["outcome"] for p in manifest["points"]] == ["skipped (recorded)"] * 4
     assert printed.getvalue().count(": recorded") == 4
+    assert f"data: real-text-wiki present in {data_dir}" in printed.getvalue()
     assert {f.name: len(read_records(f)) for f in (out / "runs").glob("*.jsonl")} == before
 
 
