@@ -6,6 +6,7 @@ says what to do instead (download elsewhere, then `harness data fetch NAME --arc
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -28,7 +29,9 @@ class FetchError(RuntimeError):
 
 
 def download(url: str, dest: Path, timeout: float = 15.0, progress: Progress | None = None) -> Path:
-    """Fetch `url` into `dest` (atomically). One attempt; raises FetchError on any failure."""
+    """Fetch `url` into `dest` (atomically). One attempt; raises FetchError on any failure, leaving no directory it
+    made (an empty dataset directory would look like a dataset half made)."""
+    made = not dest.parent.exists()
     dest.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=dest.name, suffix=".part")
     try:
@@ -56,6 +59,9 @@ def download(url: str, dest: Path, timeout: float = 15.0, progress: Progress | N
         raise FetchError(f"cannot download {url}: {reason}") from e
     finally:
         Path(tmp).unlink(missing_ok=True)
+        if made and not dest.exists():
+            with contextlib.suppress(OSError):  # not empty: something else wrote there meanwhile; leave it
+                dest.parent.rmdir()
 
 
 def verify(path: Path, entry: RealDataset, downloaded: bool = True) -> None:

@@ -113,7 +113,11 @@ def test_closed_network_fails_fast_with_advice(tmp_path):
     with pytest.raises(FetchError, match=r"cannot download .*harness data fetch text8-wiki --archive FILE"):
         fetch(REAL["text8-wiki"], tmp_path / "data", url=f"http://127.0.0.1:{port}/text8.zip", timeout=2)
     assert time.monotonic() - t0 < 60  # one refused attempt, not minutes of retries
-    assert list((tmp_path / "data" / "text8-wiki").iterdir()) == []  # no partial download left behind
+    assert not (tmp_path / "data" / "text8-wiki").exists()  # no partial download, no empty dataset directory
+    (tmp_path / "data" / "text8-wiki").mkdir()  # a directory that was there before stays
+    with pytest.raises(FetchError, match=r"cannot download"):
+        fetch(REAL["text8-wiki"], tmp_path / "data", url=f"http://127.0.0.1:{port}/text8.zip", timeout=2)
+    assert list((tmp_path / "data" / "text8-wiki").iterdir()) == []
 
 
 def test_html_answer_is_not_taken_for_the_archive(server, tmp_path):
