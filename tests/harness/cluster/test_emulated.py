@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import select
 import signal
@@ -142,10 +143,13 @@ def test_a_prefix_in_use_is_refused_and_not_touched(make_cluster):
 def test_the_shell_reference_builds_and_removes_the_same_topology():
     script, prefix = str(Path(__file__).resolve().parents[3] / "tc" / "cluster.sh"), "ds-shref-"
     try:
-        subprocess.run([script, "up", prefix, "2", "100mbit"], check=True, timeout=30)
+        up = subprocess.run([script, "up", prefix, "2", "100mbit"], capture_output=True, text=True, timeout=30)
+        assert up.returncode == 0, up.stderr
+        subnet = ipaddress.ip_network(up.stdout.split()[-1])  # the lowest /24 of 198.18.0.0/16 not in use
+        assert subnet.subnet_of(ipaddress.ip_network("198.18.0.0/16")) and subnet.prefixlen == 24
         addr = subprocess.run(["ip", "-n", f"{prefix}n1", "-4", "-o", "addr", "show", "dev", "eth0"],
                               capture_output=True, text=True, check=True).stdout  # fmt: skip
-        assert "198.18.0.2/24" in addr
+        assert f"{subnet[2]}/24" in addr
         assert "rate 100Mbit" in _tc("-n", f"{prefix}n1", "qdisc", "show", "dev", "eth0")
     finally:
         subprocess.run([script, "down", prefix, "2"], timeout=30)
