@@ -58,7 +58,7 @@ def select_active(
     count: np.ndarray,  # int64 (B,) output: how many were written
     head: np.ndarray,  # int64 (B,) output: how many of them are labels, frequent or retrieved (the rest is padding)
     fixed: np.ndarray,  # int64 (B,) output: how many are labels or frequent (the rest of the head was retrieved)
-    marks: np.ndarray,  # int32 (threads, n_neurons) zeroed scratch, left zeroed
+    marks: np.ndarray,  # int8 or int32 (threads, n_neurons) zeroed scratch, left zeroed; int8 needs L < 127
 ) -> None:
     B, L = codes.shape
     nthreads = marks.shape[0]

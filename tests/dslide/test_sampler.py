@@ -97,3 +97,24 @@ def test_exact_mode_needs_the_weights():
     lab_ptr, lab_ids = labels(2, 100, 1)
     with pytest.raises(ValueError, match="weights"):
         s.select(np.ones((2, 16), np.float32), lab_ptr, lab_ids, 0)
+
+
+def test_many_tables_select_with_wide_marks_as_with_narrow_ones():
+    """With 127 or more tables a neuron's bucket count no longer fits select_active's int8 marks: the sampler widens
+    them, and keeping the neurons seen in >= 128 of 130 buckets selects what brute force counts. Each input is a
+    neuron's own weight vector, so that neuron is in all 130 of its buckets (a count int8 cannot hold)."""
+    n, B, L = 300, 4, 130
+    s = OutputSampler(n, n, 16, LSHConfig(range_pow=4, bits_per_table=1, num_tables=L), SamplingConfig(mode="lsh",
+                      min_active=0, tail=0, frequent=0, min_hits=128), ScheduleConfig(), 3)  # fmt: skip
+    weights = np.random.default_rng(0).standard_normal((n, 16)).astype(np.float32)
+    s.init_tables(weights)
+    h = weights[[5, 50, 150, 250]]
+    act = s.select(h, np.zeros(B + 1, np.int64), np.zeros(0, np.int32), 0)
+    assert s.marks.dtype == np.int32
+    codes, offsets, ids = s.index.lookup(h)
+    for b, own in enumerate([5, 50, 150, 250]):
+        hits = np.zeros(n, np.int64)
+        for t in range(L):
+            hits[ids[t, offsets[t, codes[b, t]] : offsets[t, codes[b, t] + 1]]] += 1
+        assert hits[own] == L
+        assert sorted(act.ids[act.ptr[b] : act.ptr[b + 1]]) == list(np.flatnonzero(hits >= 128))

@@ -11,7 +11,7 @@ from dslide.lsh.tables import LSHTables
 
 
 def run(codes, tables, lab_ptr, lab_ids, n, *, topk=0, min_hits=1, budget=0, min_active=0, pad_threshold=0, tail=0,
-        threads=1, step=0, with_head=False, frequent=(), seed=11):  # fmt: skip
+        threads=1, step=0, with_head=False, frequent=(), seed=11, mark_dtype=np.int8):  # fmt: skip
     numba.set_num_threads(threads)
     frequent = np.asarray(frequent, dtype=np.int32)
     ub = active_upper_bounds(codes, tables.offsets, lab_ptr, len(frequent), min_active, tail, n)
@@ -20,7 +20,7 @@ def run(codes, tables, lab_ptr, lab_ids, n, *, topk=0, min_hits=1, budget=0, min
     count = np.empty(len(ub), dtype=np.int64)
     head = np.empty(len(ub), dtype=np.int64)
     fixed = np.empty(len(ub), dtype=np.int64)
-    marks = np.zeros((threads, n), dtype=np.int32)
+    marks = np.zeros((threads, n), dtype=mark_dtype)  # int8, as the engine's sampler while L < 127
     select_active(codes, tables.offsets, tables.ids, lab_ptr, lab_ids, frequent, n, topk > 0, topk, min_hits,
                   budget, min_active, pad_threshold, tail, seed, step, buf_ptr, buf, count, head, fixed,
                   marks)  # fmt: skip
@@ -88,6 +88,22 @@ def test_a_budget_raises_each_inputs_threshold_just_enough(setup):
         assert sorted(active[len(labels[b]) :]) == sorted(np.flatnonzero(hits >= t))
         raised += t > 1
     assert raised > 0  # the setup's unions exceed the budget for some inputs
+
+
+PADDED = dict(min_active=120, pad_threshold=150, tail=10, frequent=(3, 7, 11))
+
+
+@pytest.mark.parametrize("options", [dict(), dict(topk=5), dict(min_hits=2), dict(budget=20), PADDED])
+def test_int8_marks_select_what_int32_marks_do(setup, options):
+    """The sampler keeps its scratch marks in int8 (a bucket count up to L < 127 fits) to stay in cache; the
+    selection must be the one int32 marks give, head and fixed counts included."""
+    neuron_codes, tables, codes, labels, lab_ptr, lab_ids, n = setup
+    small = run(codes, tables, lab_ptr, lab_ids, n, threads=2, with_head=True, **options)
+    wide = run(codes, tables, lab_ptr, lab_ids, n, threads=2, with_head=True, mark_dtype=np.int32, **options)
+    for a, b in zip(small[0], wide[0], strict=True):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(small[1], wide[1])
+    np.testing.assert_array_equal(small[2], wide[2])
 
 
 def test_padding_reaches_min_active_and_does_not_depend_on_threads(setup):
