@@ -135,7 +135,16 @@ class LazyAdam(tf.keras.optimizers.Adam):
     has, moments included: the lazy Adam of `dslide train`'s sparse input layer and of torch.optim.SparseAdam.
     Keras' own Adam decays the moments of every row at every step, which for a 135,909 x 128 embedding is several
     dense passes over 70 MB per step. (TensorFlow Addons' LazyAdam did this; Addons has reached its end of life.)
-    Dense gradients take Keras' Adam unchanged."""
+    Dense gradients take Keras' Adam unchanged. sparse_learning_rate (default: learning_rate) is the rows' step size,
+    as `dslide train --input-lr` is its sparse input rows' (a rare feature's row moves only in the batches that hold
+    it, docs/engine.md)."""
+
+    def __init__(self, learning_rate: float = 0.001, *args, sparse_learning_rate: float | None = None, **kwargs):
+        super().__init__(learning_rate, *args, **kwargs)
+        self.sparse_learning_rate = learning_rate if sparse_learning_rate is None else sparse_learning_rate
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "sparse_learning_rate": self.sparse_learning_rate}
 
     def update_step(self, gradient, variable):
         if not isinstance(gradient, tf.IndexedSlices):
@@ -143,7 +152,7 @@ class LazyAdam(tf.keras.optimizers.Adam):
         dtype = variable.dtype
         step = tf.cast(self.iterations + 1, dtype)
         b1, b2 = tf.cast(self.beta_1, dtype), tf.cast(self.beta_2, dtype)
-        alpha = tf.cast(self.learning_rate, dtype) * tf.sqrt(1 - tf.pow(b2, step)) / (1 - tf.pow(b1, step))
+        alpha = tf.cast(self.sparse_learning_rate, dtype) * tf.sqrt(1 - tf.pow(b2, step)) / (1 - tf.pow(b1, step))
         key = self._index_dict[self._var_key(variable)]
         m, v = self._momentums[key], self._velocities[key]
         rows, position = tf.unique(gradient.indices)  # a row looked up twice in the batch gets its summed gradient

@@ -82,6 +82,7 @@ def compiled_model(
     comm: Communicator | None = None,
     sampling: SamplingConfig | None = None,
     lsh: LSHConfig | None = None,
+    input_lr: float = 1e-2,
 ) -> XCModel:
     tf.keras.utils.set_random_seed(seed)
     counts = np.bincount(train_ds.label_indices, minlength=train_ds.num_labels)
@@ -97,8 +98,9 @@ def compiled_model(
         lsh=lsh,
         train=TrainConfig(lr=lr, seed=seed),
     )
-    # lazy Adam on the embedding rows of the batch, as dslide train's first layer (Keras' Adam decays every row)
-    model.compile(optimizer=dslide.keras.LazyAdam(learning_rate=lr))
+    # lazy Adam on the embedding rows of the batch with their own step size, as dslide train's first layer (Keras'
+    # Adam decays every row); the bias takes lr, as there
+    model.compile(optimizer=dslide.keras.LazyAdam(learning_rate=lr, sparse_learning_rate=input_lr))
     return model
 
 
@@ -116,9 +118,10 @@ def fit(
     max_steps: int | None = None,
     return_model: bool = False,
     lsh: LSHConfig | None = None,
+    input_lr: float = 1e-2,
 ):
     """Train with model.fit and evaluate with model.evaluate; returns one record per epoch."""
-    model = compiled_model(train_ds, hidden, lr, seed, comm, sampling, lsh)
+    model = compiled_model(train_ds, hidden, lr, seed, comm, sampling, lsh, input_lr)
     test = Batches(test_ds.subset(np.arange(min(test_points or len(test_ds), len(test_ds)))), 512, seed, False)
     train = Batches(train_ds, batch_size, seed)
     records: list[dict] = []
@@ -160,7 +163,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--dataset", default="amazon670k-small", help="a dslide data set name (harness data list)")
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--hidden", type=int, default=128)
-    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--lr", type=float, default=1e-3, help="the encoder's bias and the output layer")
+    p.add_argument("--input-lr", type=float, default=1e-2, help="the embedding rows (dslide train --input-lr)")
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--threads", type=int, default=1, help="numba and TensorFlow threads")
     p.add_argument("--test-points", type=int, default=None, help="evaluate on the first N test points only")
@@ -181,6 +185,7 @@ def main(argv: list[str] | None = None) -> None:
         args.seed,
         args.test_points,
         comm,
+        input_lr=args.input_lr,
     )
     if comm.rank == 0:
         for r in records:

@@ -73,6 +73,7 @@ class Trainer:
         comm: Communicator | None = None,
         sampling: SamplingConfig | None = None,
         lsh: LSHConfig | None = None,
+        input_lr: float = 1e-2,
     ) -> None:
         torch.manual_seed(seed)
         counts = np.bincount(train_ds.label_indices, minlength=train_ds.num_labels)
@@ -86,8 +87,11 @@ class Trainer:
             lsh=lsh,
             train=TrainConfig(lr=lr, seed=seed),
         )
-        self.optimizers = [  # SparseAdam: lazy Adam on the rows of the batch, as dslide train's first layer
-            dslide.torch.DistributedOptimizer(torch.optim.SparseAdam(self.encoder.bag.parameters(), lr=lr), self.head),
+        self.optimizers = [  # SparseAdam: lazy Adam on the rows of the batch, with its step size (--input-lr), as
+            # dslide train's first layer; the bias takes lr, as there
+            dslide.torch.DistributedOptimizer(
+                torch.optim.SparseAdam(self.encoder.bag.parameters(), lr=input_lr), self.head
+            ),
             dslide.torch.DistributedOptimizer(torch.optim.Adam([self.encoder.bias], lr=lr), self.head),
         ]
 
@@ -115,9 +119,10 @@ def fit(
     max_steps: int | None = None,
     return_model: bool = False,
     lsh: LSHConfig | None = None,
+    input_lr: float = 1e-2,
 ):
     """Train and evaluate; returns one record per epoch (P@1 on the test points, time, loss, active neurons)."""
-    step = Trainer(train_ds, hidden, lr, seed, comm, sampling, lsh)
+    step = Trainer(train_ds, hidden, lr, seed, comm, sampling, lsh, input_lr)
     encoder, head = step.encoder, step.head
     test = test_ds.subset(np.arange(min(test_points or len(test_ds), len(test_ds))))
     records = []
@@ -154,7 +159,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--dataset", default="amazon670k-small", help="a dslide data set name (harness data list)")
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--hidden", type=int, default=128)
-    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--lr", type=float, default=1e-3, help="the encoder's bias and the output layer")
+    p.add_argument("--input-lr", type=float, default=1e-2, help="the embedding rows (dslide train --input-lr)")
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--threads", type=int, default=1, help="numba and torch threads")
     p.add_argument("--test-points", type=int, default=None, help="evaluate on the first N test points only")
@@ -174,6 +180,7 @@ def main(argv: list[str] | None = None) -> None:
         args.seed,
         args.test_points,
         comm,
+        input_lr=args.input_lr,
     )
     if comm.rank == 0:
         for r in records:

@@ -116,7 +116,7 @@ def test_example_learns_beyond_label_popularity_at_one_percent_active():
 
 def test_lazy_adam_updates_only_the_rows_of_the_batch_as_adam_would():
     table = tf.Variable(np.random.default_rng(0).normal(size=(6, 3)).astype(np.float32))
-    opt = dslide.keras.LazyAdam(learning_rate=0.1)
+    opt = dslide.keras.LazyAdam(learning_rate=0.01, sparse_learning_rate=0.1)  # the rows step with 0.1
     w = table.numpy().astype(np.float64)
     m, v = np.zeros_like(w), np.zeros_like(w)
     for step, rows in enumerate([[1, 4, 1], [4, 5]], start=1):  # row 1 twice in the first batch
@@ -135,6 +135,7 @@ def test_lazy_adam_updates_only_the_rows_of_the_batch_as_adam_would():
         np.testing.assert_allclose(table.numpy(), w, rtol=1e-5, atol=1e-6)
     dense = tf.Variable([1.0, -2.0])
     ref = tf.Variable([1.0, -2.0])
-    for optimizer, var in ((dslide.keras.LazyAdam(0.1), dense), (tf.keras.optimizers.Adam(0.1), ref)):
+    lazy = dslide.keras.LazyAdam(0.1, sparse_learning_rate=5.0)
+    for optimizer, var in ((lazy, dense), (tf.keras.optimizers.Adam(0.1), ref)):
         optimizer.apply_gradients([(tf.constant([0.5, 0.25]), var)])
     np.testing.assert_array_equal(dense.numpy(), ref.numpy())  # dense gradients: Keras' Adam unchanged
