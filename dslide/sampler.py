@@ -21,7 +21,7 @@ import numpy as np
 
 from dslide.config import LSHConfig, SamplingConfig, ScheduleConfig, auto_bits
 from dslide.kernels.adam import group_by_row
-from dslide.kernels.sampling import active_upper_bounds, compact, select_active
+from dslide.kernels.sampling import active_upper_bounds, compact, entry_samples_and_weights, select_active
 from dslide.lsh.index import NeuronIndex
 from dslide.top_logits import exact_buckets
 
@@ -197,13 +197,7 @@ class OutputSampler:
             self.stats.add(head, fixed, n_lab, count)
             if self.index is not None:
                 self.index.remember(h)
-        samples = np.repeat(np.arange(len(count), dtype=np.int32), count)
-        wt = np.ones(len(act_ids), dtype=np.float32)
-        n_pad = count - head
-        if self.cfg.weighted_tail and n_pad.any():
-            tail_w = np.where(n_pad > 0, (self.n - head) / np.maximum(n_pad, 1), 1.0).astype(np.float32)
-            is_pad = np.arange(len(act_ids)) - ptr[samples] >= head[samples]
-            wt[is_pad] = tail_w[samples[is_pad]]
+        samples, wt = entry_samples_and_weights(ptr, head, self.n, self.cfg.weighted_tail)
         rows, rptr, perm = group_by_row(act_ids, self.n, self.slot, all_rows)
         return ActiveSet(ptr, act_ids, n_lab, head, fixed, wt, samples, rows, rptr, perm)
 

@@ -169,3 +169,22 @@ def compact(buf: np.ndarray, buf_ptr: np.ndarray, count: np.ndarray) -> tuple[np
     for b in range(B):
         out[ptr[b] : ptr[b + 1]] = buf[buf_ptr[b] : buf_ptr[b] + count[b]]
     return ptr, out
+
+
+@numba.njit(parallel=True, cache=True)
+def entry_samples_and_weights(
+    ptr: np.ndarray, head: np.ndarray, n_neurons: int, weighted: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each active entry's sample, and its weight in the softmax's normaliser: 1 for the head (labels, frequent,
+    retrieved); for sample b's padding (n_neurons - head[b]) / its padding count when `weighted`, so the padding's
+    sum estimates that of every neuron outside the head without bias (docs/engine.md, Collapse)."""
+    B = len(head)
+    samples = np.empty(ptr[B], dtype=np.int32)
+    wt = np.empty(ptr[B], dtype=np.float32)
+    for b in numba.prange(B):
+        n_pad = ptr[b + 1] - ptr[b] - head[b]
+        pad_w = np.float32((n_neurons - head[b]) / max(n_pad, 1)) if weighted and n_pad > 0 else np.float32(1.0)
+        for i in range(ptr[b], ptr[b + 1]):
+            samples[i] = b
+            wt[i] = pad_w if i - ptr[b] >= head[b] else np.float32(1.0)
+    return samples, wt

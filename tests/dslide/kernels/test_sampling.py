@@ -6,7 +6,7 @@ import numba
 import numpy as np
 import pytest
 
-from dslide.kernels.sampling import active_upper_bounds, compact, select_active
+from dslide.kernels.sampling import active_upper_bounds, compact, entry_samples_and_weights, select_active
 from dslide.lsh.tables import LSHTables
 
 
@@ -158,3 +158,24 @@ def test_frequent_neurons_follow_the_labels_once_each_and_are_never_padding(setu
         in_buckets = set(np.flatnonzero((neuron_codes == codes[b]).any(axis=1)))
         assert set(active[: head[b]]) == in_buckets | set(labels[b]) | set(frequent)
         assert len(set(active)) == len(active) >= 60
+
+
+@pytest.mark.parametrize("weighted", [True, False])
+def test_entry_weights_are_one_for_the_head_and_scale_the_padding_to_the_rest(weighted):
+    """Against a loop over the samples: head entries weigh 1; sample b's p padding entries weigh (n - head_b) / p
+    each (so together they stand for every neuron outside the head), or 1 unweighted; a sample without padding
+    is all ones."""
+    n, count = 1000, np.array([5, 0, 12, 7, 30], dtype=np.int64)
+    head = np.array([5, 0, 4, 7, 1], dtype=np.int64)
+    ptr = np.r_[0, np.cumsum(count)].astype(np.int64)
+    numba.set_num_threads(2)
+    samples, wt = entry_samples_and_weights(ptr, head, n, weighted)
+    want_samples, want_wt = [], []
+    for b in range(len(count)):
+        pad = count[b] - head[b]
+        for i in range(count[b]):
+            want_samples.append(b)
+            want_wt.append((n - head[b]) / pad if weighted and i >= head[b] else 1.0)
+    np.testing.assert_array_equal(samples, want_samples)
+    np.testing.assert_allclose(wt, want_wt, rtol=1e-7)
+    assert samples.dtype == np.int32 and wt.dtype == np.float32
