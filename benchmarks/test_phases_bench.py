@@ -31,9 +31,9 @@ from harness.study.roofline import PHASE_CALLS, StepState, phased_step
 BATCH = 128
 # The phases rotate over the states of STATES consecutive steps, as training moves from batch to batch: their input
 # rows (84,975 distinct, 41 MB) are more than the L3 holds, so the input phases read memory as training does. On one
-# batch again and again, the input forward's 3.3 MB of rows stayed in the L3, and its time moved with what other
-# tenants of that cache did (fastest of ~1,000 rounds: 187-190 us in 12 checks, 200-266 us in 3 on an AMD EPYC),
-# which no calibration probe sees.
+# batch again and again, the input forward's 3.3 MB of rows stayed in the L3, and its time moved, most likely with
+# what other tenants of that cache did (fastest of ~1,000 rounds: 187-190 us in 12 checks, 200-266 us in 3, on an
+# AMD EPYC), which no calibration probe sees.
 STATES = 32
 SHAPE = XCParams(num_train=BATCH * (3 + STATES), num_test=64, num_features=135_909, num_labels=670_091, avg_nnz=75.0,
                  avg_labels=5.45)  # fmt: skip
