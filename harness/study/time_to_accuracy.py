@@ -78,6 +78,7 @@ def run_arm(
     work.mkdir(parents=True, exist_ok=True)
     (work / "command.txt").write_text(" ".join(command[2:]) + "\n")
     (work / "code.json").write_text(json.dumps(git_commit()) + "\n")  # the code this arm runs, at its start
+    (work / "machine.json").write_text(json.dumps(machine_info()) + "\n")  # arms collected later keep their own
     subprocess.run(command, check=True)
     return collect(arm, work)
 
@@ -110,7 +111,8 @@ def collect(arm: str, work: Path) -> dict[str, Any]:
     ]
     command = (work / "command.txt").read_text().strip() if (work / "command.txt").exists() else None
     code = json.loads((work / "code.json").read_text()) if (work / "code.json").exists() else None
-    return {"arm": arm, "command": command, "code": code, "curve": points, "epochs": epochs}
+    machine = json.loads((work / "machine.json").read_text()) if (work / "machine.json").exists() else None
+    return {"arm": arm, "command": command, "code": code, "machine": machine, "curve": points, "epochs": epochs}
 
 
 def time_to_target(arm: dict[str, Any], target: float) -> float | None:
@@ -131,7 +133,7 @@ def summarise(arms: list[dict[str, Any]], dataset: str, threads: int) -> dict[st
         "target_p@1": target,
         "target_rule": f"{TARGET_SHARE:.0%} of the best epoch-end test P@1 of any arm; time = training seconds "
         "(measured, evaluations excluded) at the first held-out evaluation reaching it",
-        "machine": machine_info(),
+        "machine": machine_info(),  # where the summary was written; each arm's own is arms[i]["machine"]
         "code": git_commit(),  # when the summary was written; each arm's own start is in arms[i]["code"]
         "arms": arms,
     }
@@ -199,7 +201,7 @@ def run(
         if collect_only:
             if (out / arm / run_dir.METRICS).exists():
                 result = collect(arm, out / arm)
-                result["epochs_planned"] = epochs
+                result["epochs_planned"] = max(epochs, len(result["epochs"]))
                 results.append(result)
             continue
         extra: list[str] = list(arm_args or [])  # every arm's, e.g. ["--frequent", "0"]
@@ -212,7 +214,7 @@ def run(
                 raise click.UsageError("the exact arm needs the defaults arm first (it copies its retrieved count)")
             extra += ["--topk", str(retrieved)]
         result = run_arm(arm, dataset, epochs, threads, out, extra, eval_slice, test_points)
-        result["epochs_planned"] = epochs
+        result["epochs_planned"] = max(epochs, len(result["epochs"]))  # an arm run longer before keeps its epochs
         if arm == "defaults":
             active = round(sum(e["avg_active"] for e in result["epochs"]) / len(result["epochs"]))
             retrieved = round(sum(e["avg_active"] * e["lsh_share"] for e in result["epochs"]) / len(result["epochs"]))

@@ -49,3 +49,13 @@ def test_the_uniform_and_exact_arms_need_the_defaults_arm_first(tmp_path):
     for arm, what in (("uniform", "active count"), ("exact", "retrieved count")):
         with pytest.raises(click.UsageError, match=what):
             run("no-such-dataset", 1, 2, tmp_path, [arm], 100, 100)
+
+
+def test_an_arm_run_longer_before_keeps_its_epochs_planned_and_a_missing_machine_is_none(tmp_path):
+    from harness.study.time_to_accuracy import run
+
+    write_run(tmp_path / "defaults", [(10.0, [(5.0, 0.3)], 0.3), (10.0, [(5.0, 0.4)], 0.4)])
+    write_run(tmp_path / "dense", [(10.0, [(5.0, 0.5)], 0.5)])
+    summary = run("no-such-dataset", 1, 2, tmp_path, ["defaults", "dense"], 100, 100, collect_only=True)
+    assert [a["epochs_planned"] for a in summary["arms"]] == [2, 1]
+    assert [a["machine"] for a in summary["arms"]] == [None, None]  # written at an arm's start only
