@@ -200,9 +200,7 @@ def run(
     for arm in arms:
         if collect_only:
             if (out / arm / run_dir.METRICS).exists():
-                result = collect(arm, out / arm)
-                result["epochs_planned"] = max(epochs, len(result["epochs"]))
-                results.append(result)
+                results.append(collect(arm, out / arm))
             continue
         extra: list[str] = list(arm_args or [])  # every arm's, e.g. ["--frequent", "0"]
         if arm == "uniform":
@@ -214,13 +212,14 @@ def run(
                 raise click.UsageError("the exact arm needs the defaults arm first (it copies its retrieved count)")
             extra += ["--topk", str(retrieved)]
         result = run_arm(arm, dataset, epochs, threads, out, extra, eval_slice, test_points)
-        result["epochs_planned"] = max(epochs, len(result["epochs"]))  # an arm run longer before keeps its epochs
         if arm == "defaults":
             active = round(sum(e["avg_active"] for e in result["epochs"]) / len(result["epochs"]))
             retrieved = round(sum(e["avg_active"] * e["lsh_share"] for e in result["epochs"]) / len(result["epochs"]))
         results.append(result)
     if not results:
         raise click.UsageError(f"{out}: no arm has a finished epoch to summarise")
+    for result in results:
+        result["epochs_planned"] = max(epochs, len(result["epochs"]))  # an arm run longer before keeps its epochs
     summary = summarise(results, dataset, threads)
     summary["arm_args"] = list(arm_args or [])
     summary["count_predictor_p@1"] = count_predictor(dataset, test_points)
