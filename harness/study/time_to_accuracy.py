@@ -26,6 +26,7 @@ best epoch-end P@1 any arm reached, and an arm's time to it is the first held-ou
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -81,6 +82,39 @@ def run_arm(
     (work / "machine.json").write_text(json.dumps(machine_info()) + "\n")  # arms collected later keep their own
     subprocess.run(command, check=True)
     return collect(arm, work)
+
+
+COPIED = {"uniform": ("--min-active", "--pad-threshold"), "exact": ("--topk",)}
+
+
+def copied_from_defaults(arm: str, work: Path, active: int | None, retrieved: int | None) -> list[str]:
+    """The options an arm copies from the defaults' run (uniform: its active count; exact: its retrieved count).
+
+    An unfinished arm resumes with the values it started with: the defaults' counts move when the defaults arm
+    is trained for more epochs, and a checkpoint only resumes under the settings that made it.
+    """
+    if arm not in COPIED:
+        return []
+    started = options_started_with(work, COPIED[arm])
+    if started:
+        return started
+    if arm == "uniform":
+        if active is None:
+            raise click.UsageError("the uniform arm needs the defaults arm first (it copies its active count)")
+        return ["--min-active", str(active), "--pad-threshold", str(active + 1)]
+    if retrieved is None:
+        raise click.UsageError("the exact arm needs the defaults arm first (it copies its retrieved count)")
+    return ["--topk", str(retrieved)]
+
+
+def options_started_with(work: Path, names: tuple[str, ...]) -> list[str]:
+    """`names` with their values from the command an arm with a checkpoint was last started with, else []."""
+    command = work / "command.txt"
+    if not (work / run_dir.CHECKPOINT / "LATEST").exists() or not command.exists():
+        return []
+    words = shlex.split(command.read_text())
+    found = [[name, words[words.index(name) + 1]] for name in names if name in words[:-1]]
+    return [word for pair in found for word in pair] if len(found) == len(names) else []
 
 
 KEEP = (
@@ -202,15 +236,7 @@ def run(
             if (out / arm / run_dir.METRICS).exists():
                 results.append(collect(arm, out / arm))
             continue
-        extra: list[str] = list(arm_args or [])  # every arm's, e.g. ["--frequent", "0"]
-        if arm == "uniform":
-            if active is None:
-                raise click.UsageError("the uniform arm needs the defaults arm first (it copies its active count)")
-            extra += ["--min-active", str(active), "--pad-threshold", str(active + 1)]
-        if arm == "exact":
-            if retrieved is None:
-                raise click.UsageError("the exact arm needs the defaults arm first (it copies its retrieved count)")
-            extra += ["--topk", str(retrieved)]
+        extra = list(arm_args or []) + copied_from_defaults(arm, out / arm, active, retrieved)
         result = run_arm(arm, dataset, epochs, threads, out, extra, eval_slice, test_points)
         if arm == "defaults":
             active = round(sum(e["avg_active"] for e in result["epochs"]) / len(result["epochs"]))

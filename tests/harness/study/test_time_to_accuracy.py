@@ -59,3 +59,24 @@ def test_an_arm_run_longer_before_keeps_its_epochs_planned_and_a_missing_machine
     summary = run("no-such-dataset", 1, 2, tmp_path, ["defaults", "dense"], 100, 100, collect_only=True)
     assert [a["epochs_planned"] for a in summary["arms"]] == [2, 1]
     assert [a["machine"] for a in summary["arms"]] == [None, None]  # written at an arm's start only
+
+
+def test_an_unfinished_arm_resumes_with_the_counts_it_started_with(tmp_path):
+    import click
+    import pytest
+
+    from harness.study.time_to_accuracy import copied_from_defaults
+
+    uniform, exact = tmp_path / "uniform", tmp_path / "exact"
+    assert copied_from_defaults("uniform", uniform, 120, 80) == ["--min-active", "120", "--pad-threshold", "121"]
+    assert copied_from_defaults("exact", exact, 120, 80) == ["--topk", "80"]
+    assert copied_from_defaults("dense", tmp_path / "dense", None, None) == []
+    for work, command in ((uniform, "--sampling uniform --min-active 100 --pad-threshold 101"), (exact, "--topk 70")):
+        (work / "checkpoint").mkdir(parents=True)
+        (work / "command.txt").write_text(f"dslide.cli train --epochs 2 {command}\n")
+    with pytest.raises(click.UsageError, match="active count"):  # the command alone, without a checkpoint
+        copied_from_defaults("uniform", uniform, None, None)
+    (uniform / "checkpoint" / "LATEST").write_text("step-000000010\n")
+    (exact / "checkpoint" / "LATEST").write_text("step-000000010\n")
+    assert copied_from_defaults("uniform", uniform, 120, 80) == ["--min-active", "100", "--pad-threshold", "101"]
+    assert copied_from_defaults("exact", exact, 120, 80) == ["--topk", "70"]
