@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -78,13 +79,15 @@ def slurm_cgroups() -> list[str]:
 
 
 @pytest.fixture
-def slurm_cluster(tmp_path, make_cluster, monkeypatch):
+def slurm_cluster(make_cluster, monkeypatch):
     """(cluster, env): a running Slurm over 2 namespaced nodes at 1gbit; env has SLURM_CONF for the clients."""
     daemons = {name: installed(name, PACKAGES[name]) for name in ("munged", "slurmctld", "slurmd")}
     cgroups_before = slurm_cgroups()
     cluster = make_cluster(2, "1gbit")
     nodes = cluster.state.nodes
-    home = tmp_path / "slurm"
+    # short, whatever TMPDIR is: slurmd puts Unix sockets in its spool directory, and a socket path over 108 bytes
+    # makes it fail every job launch (the job is requeued and held, and sbatch --wait never returns)
+    home = Path(tempfile.mkdtemp(prefix="dslide-slurm-", dir="/tmp"))
     (home / "state").mkdir(parents=True)
     for node in nodes:
         (home / "spool" / node.hostname).mkdir(parents=True)
