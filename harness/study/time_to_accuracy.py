@@ -74,7 +74,7 @@ def run_arm(
         "--eval-every", str(max(1, steps // EVALS_PER_EPOCH)), "--eval-slice", str(eval_slice),
         "--test-points", str(test_points), *ARMS[arm], *extra,
     ]  # fmt: skip
-    if (work / run_dir.CHECKPOINT / "LATEST").exists():
+    if resumable(work):
         command.append("--resume")
     work.mkdir(parents=True, exist_ok=True)
     (work / "command.txt").write_text(" ".join(command[2:]) + "\n")
@@ -82,6 +82,11 @@ def run_arm(
     (work / "machine.json").write_text(json.dumps(machine_info()) + "\n")  # arms collected later keep their own
     subprocess.run(command, check=True)
     return collect(arm, work)
+
+
+def resumable(work: Path) -> bool:
+    """Whether an arm's directory holds a checkpoint to resume from."""
+    return (work / run_dir.CHECKPOINT / "LATEST").exists()
 
 
 COPIED = {"uniform": ("--min-active", "--pad-threshold"), "exact": ("--topk",)}
@@ -110,7 +115,7 @@ def copied_from_defaults(arm: str, work: Path, active: int | None, retrieved: in
 def options_started_with(work: Path, names: tuple[str, ...]) -> list[str]:
     """`names` with their values from the command an arm with a checkpoint was last started with, else []."""
     command = work / "command.txt"
-    if not (work / run_dir.CHECKPOINT / "LATEST").exists() or not command.exists():
+    if not resumable(work) or not command.exists():
         return []
     words = shlex.split(command.read_text())
     found = [[name, words[words.index(name) + 1]] for name in names if name in words[:-1]]
