@@ -80,8 +80,9 @@ def realism(dataset: str, test_file: Path | None, data_dir: str | None, figure: 
         from harness.study.ceiling import model_topk
         from harness.study.realism import MODEL, judge, model_statistics
 
-        top5 = model_topk(run_dir, test.subset(np.arange(min(test_points, len(test)))), k=5)
-        rows += judge(model_statistics(train, top5), MODEL, full_size=True)
+        points = test.subset(np.arange(min(test_points, len(test))))
+        top5 = model_topk(run_dir, points, k=5)
+        rows += judge(model_statistics(train, points, top5), MODEL, full_size=True)
     real = "real" if dataset in REAL else "computed from the files"
     click.echo(f"{name} ({kind}, {real}): {len(train):,} train / {len(test):,} test points; {train_path}")
     click.echo(format_rows(rows))

@@ -78,10 +78,27 @@ def test_popularity_on_an_empty_test_set():
 def test_model_statistics_by_hand():
     from harness.study.realism import model_statistics
 
-    # training counts: label 0 x3, 1 x2, 2 x1; the 300 / 1,000 commonest are then every label that occurs first
-    train = xc([[0, 1], [0], [0, 1, 2]], [[1], [2], [3]])
-    top5 = np.array([[0, 3, 4, 5, 1], [5, 4, 3, 2, 1], [4, 0, 1, 2, 3]])
-    s = model_statistics(train, top5)
-    # ranked by count, then id: 0, 1, 2, 3, 4, 5 (all six are among the 300 and the 1,000 commonest here)
-    assert s["top1_among_300_commonest"] == 1.0 and s["top5_held_by_1000_popular"] == 1.0
+    # training counts: label 0 x2, every other label 0; ties rank by id, so the 300 commonest are labels 0-299 and
+    # the 1,000 commonest 0-999 (1,200 labels: 1,000-1,199 are outside the list)
+    train = xc([[0], [0]], [[1], [2]], num_labels=1200)
+    test = xc([[0, 1100], [500], [1150]], [[1], [2], [3]], num_labels=1200)
+    top5 = np.array([[1100, 0, 5, 6, 7], [400, 500, 1001, 1002, 1003], [1150, 1, 2, 3, 4]])
+    s = model_statistics(train, test, top5)
+    assert s["top1_among_300_commonest"] == 0.0  # 1100, 400 and 1150
+    assert s["top5_held_by_1000_popular"] == 10 / 15
     assert s["distinct_top1_share"] == 1.0
+    assert s["truth_points_with_a_300_commonest_label"] == 1 / 3  # point 0, through label 0
+    assert s["truth_labels_held_by_1000_popular"] == 2 / 4  # 0 and 500 of 0, 1100, 500, 1150
+    assert s["top5_precision_inside_1000_popular"] == 2 / 10  # 0 and 500
+    assert s["top5_precision_outside_1000_popular"] == 2 / 5  # 1100 and 1150
+
+
+def test_model_statistics_of_a_model_that_predicts_the_truth():
+    from harness.study.realism import model_statistics
+
+    train = xc([[0], [0], [1]], [[1], [2], [3]], num_labels=1200)
+    test = xc([[3, 1100, 7, 9, 1199], [2, 4, 6, 8, 1001]], [[1], [2]], num_labels=1200)
+    top5 = np.array([[3, 1100, 7, 9, 1199], [2, 4, 6, 8, 1001]])
+    s = model_statistics(train, test, top5)
+    assert s["top5_held_by_1000_popular"] == s["truth_labels_held_by_1000_popular"] == 7 / 10
+    assert s["top5_precision_inside_1000_popular"] == s["top5_precision_outside_1000_popular"] == 1.0

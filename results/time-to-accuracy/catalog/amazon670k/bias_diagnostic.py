@@ -50,6 +50,6 @@ out = {
 for name, value in (("as_trained", trained), ("minus_prior", trained - prior), ("zero", np.zeros_like(trained))):
     bias[...] = value
     top = top5()
-    out[name] = {"p@1": p_at_1(top), **model_statistics(train, top)}
+    out[name] = {"p@1": p_at_1(top), **model_statistics(train, test, top)}
 json.dump(out, sys.stdout, indent=1)
 print()
