@@ -49,7 +49,8 @@ OPTION_FIELDS: dict[str, tuple[type, str]] = {
                                                  "drift_threshold")},
     "rebuild_trigger": (ScheduleConfig, "trigger"),
     **{name: (NetworkConfig, name) for name in ("hidden", "init_scale", "output_bias")},
-    **{name: (TrainConfig, name) for name in ("epochs", "batch_size", "lr", "input_lr", "adam", "moments", "threads",
+    **{name: (TrainConfig, name) for name in ("epochs", "batch_size", "lr", "input_lr", "adam", "moments", "weights",
+                                              "threads",
                                               "seed", "max_steps", "eval_every", "eval_slice", "eval_mode",
                                               "test_points", "train_eval_points", "softmax", "partition",
                                               "recall_every", "recall_points", "checkpoint_every", "patience",
@@ -275,6 +276,14 @@ def _hidden(_ctx, _param, value: str) -> tuple[int, ...]:
     show_default=True,
     help="Storage of the weight matrices' Adam moments: bf16 halves their memory and bytes moved (rounded "
     "stochastically; docs/engine.md).",
+)
+@click.option(
+    "--weights",
+    type=click.Choice(["fp32", "bf16"]),
+    default=default("weights"),
+    show_default=True,
+    help="Storage of the sparse input and output layers' weights: bf16 halves their memory and bytes moved "
+    "(float32 arithmetic, rounded stochastically; not with --sampling dense; docs/engine.md).",
 )
 @click.option(
     "--init-scale",

@@ -104,6 +104,9 @@ class TrainConfig:
     adam: Literal["lazy", "dense"] = "lazy"  # lazy: update rows touched in the batch; dense: every row
     # storage of the weight matrices' Adam moments: bf16 halves their bytes (rounded stochastically, kernels/bf16.py)
     moments: Literal["fp32", "bf16"] = "fp32"
+    # storage of the sparse layers' weight matrices (input and output): bf16 halves their bytes, arithmetic stays
+    # float32 (rounded stochastically); not with the full softmax, whose matrix products want float32
+    weights: Literal["fp32", "bf16"] = "fp32"
     threads: int = 1
     seed: int = 0
     max_steps: int | None = None  # stop an epoch early (benchmarks, extrapolated runs)

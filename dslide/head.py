@@ -48,6 +48,9 @@ class OutputHead:
         self.train_cfg = train
         self.comm = comm
         self.adam = Adam.from_config(train)
+        if train.weights == "bf16" and net.sampling.mode == "dense":
+            raise ValueError("--weights bf16 needs a sampled output layer: the full softmax (--sampling dense) "
+                             "multiplies the whole float32 matrix every step; use --weights fp32 with it")  # fmt: skip
         owned = all_owned(net.num_labels, comm.size, train.partition)[comm.rank]
         self.g2l = global_to_local(net.num_labels, owned)
         self.layer = SampledOutputLayer(
@@ -62,6 +65,7 @@ class OutputHead:
             scale,
             comm.rank,
             train.moments,
+            train.weights,
         )
         if label_counts is not None:
             if net.output_bias == "prior":

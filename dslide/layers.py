@@ -16,15 +16,13 @@ from dslide.adam import Adam
 from dslide.config import LSHConfig, SamplingConfig, ScheduleConfig
 from dslide.init import init_columns, init_rows
 from dslide.kernels.adam import adam_dense, adam_rows, group_by_row
+from dslide.kernels.bf16 import STORAGE_DTYPES, to_bf16
 from dslide.kernels.full_softmax import full_softmax_deltas
 from dslide.kernels.sampled_output import output_backward_update, output_logits, softmax_stats
 from dslide.kernels.sparse_input import sparse_input_forward
 from dslide.kernels.topk import sparse_topk
 from dslide.sampler import ActiveSet, OutputSampler
 from dslide.top_logits import top_logits
-
-# Storage of the weight matrices' Adam moments (TrainConfig.moments): bfloat16 is kept in uint16 (kernels/bf16.py).
-MOMENT_DTYPES = {"fp32": np.float32, "bf16": np.uint16}
 
 
 class WithMoments:
@@ -33,8 +31,8 @@ class WithMoments:
     KEYS: tuple[str, str, str]
 
     def __init__(self, value: np.ndarray, moments: str = "fp32") -> None:
-        self.m = np.zeros(value.shape, dtype=MOMENT_DTYPES[moments])  # 0.0 in either storage
-        self.v = np.zeros(value.shape, dtype=MOMENT_DTYPES[moments])
+        self.m = np.zeros(value.shape, dtype=STORAGE_DTYPES[moments])  # 0.0 in either storage
+        self.v = np.zeros(value.shape, dtype=STORAGE_DTYPES[moments])
 
     def _arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         raise NotImplementedError
@@ -44,18 +42,22 @@ class WithMoments:
 
     def load(self, prefix: str, state: dict[str, np.ndarray]) -> None:
         for key, a in zip(self.KEYS, self._arrays(), strict=True):
-            a[...] = state[prefix + key]
+            saved = state[prefix + key]
+            if saved.dtype != a.dtype:  # numpy would cast bfloat16 bits to floats (or back) without a word
+                raise ValueError(f"checkpoint array {prefix + key} is {saved.dtype}, this run stores it as {a.dtype} "
+                                 "(--weights / --moments differ from the run that saved it)")  # fmt: skip
+            a[...] = saved
 
 
 class RowParams(WithMoments):
-    """A weight matrix updated row by row from (row, sample, coef) entries, with its Adam moments (float32 or
-    bfloat16: `moments`)."""
+    """A weight matrix updated row by row from (row, sample, coef) entries, with its Adam moments; each stored as
+    float32 or bfloat16 (`weights`, `moments`; kernels/bf16.py). W arrives as float32."""
 
     KEYS = ("W", "m", "v")
 
-    def __init__(self, W: np.ndarray, moments: str = "fp32") -> None:
+    def __init__(self, W: np.ndarray, moments: str = "fp32", weights: str = "fp32") -> None:
         super().__init__(W, moments)
-        self.W = W
+        self.W = to_bf16(W) if STORAGE_DTYPES[weights] == np.uint16 else W
         self.slot = np.full(W.shape[0], -1, dtype=np.int32)
 
     def _arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -111,10 +113,10 @@ class SparseInputLayer:
 
     def __init__(
         self, num_features: int, width: int, owned: np.ndarray, seed: int, layer: int, scale: float,
-        moments: str = "fp32",
+        moments: str = "fp32", weights: str = "fp32",
     ) -> None:  # fmt: skip
         self.owned = owned
-        self.params = RowParams(init_columns(seed, layer, num_features, width, owned, scale), moments)
+        self.params = RowParams(init_columns(seed, layer, num_features, width, owned, scale), moments, weights)
         self.bias = Bias(len(owned))
 
     def forward(self, x_ptr: np.ndarray, x_idx: np.ndarray, x_val: np.ndarray) -> np.ndarray:
@@ -195,10 +197,11 @@ class SampledOutputLayer:
         scale: float,
         rank: int,
         moments: str = "fp32",
+        weights: str = "fp32",
     ) -> None:
         self.owned = owned
         self.num_labels = num_labels
-        self.params = RowParams(init_rows(seed, layer, owned, in_dim, scale), moments)
+        self.params = RowParams(init_rows(seed, layer, owned, in_dim, scale), moments, weights)
         self.bias = Bias(len(owned))
         hash_seed = (seed * 1_000_003 + 7919 * rank + 1) % (2**31)
         self.sampler = OutputSampler(len(owned), num_labels, in_dim, lsh, sampling, schedule, hash_seed)

@@ -71,7 +71,14 @@ class Network:
         self.hidden_cols = [all_owned(w, P, train.partition) for w in widths]
         self.hidden: list[SparseInputLayer | DenseHiddenLayer] = [
             SparseInputLayer(
-                net.num_features, widths[0], self.hidden_cols[0][r], train.seed, 0, scales[0], train.moments
+                net.num_features,
+                widths[0],
+                self.hidden_cols[0][r],
+                train.seed,
+                0,
+                scales[0],
+                train.moments,
+                train.weights,
             )
         ]
         for i in range(1, len(widths)):

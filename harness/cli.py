@@ -352,8 +352,10 @@ def time_to_accuracy_command(
               help="Write OUT/roofline.json and OUT/roofline.png (default: print only).")  # fmt: skip
 @click.option("--moments", type=click.Choice(["fp32", "bf16"]), default=TrainConfig.moments, show_default=True,
               help="Storage of the Adam moments (dslide train --moments).")  # fmt: skip
+@click.option("--weights", type=click.Choice(["fp32", "bf16"]), default=TrainConfig.weights, show_default=True,
+              help="Storage of the sparse layers' weights (dslide train --weights).")  # fmt: skip
 def roofline_command(dataset: str, data_dir: str | None, threads: str, steps: int, out: str | None,
-                     moments: str) -> None:  # fmt: skip
+                     moments: str, weights: str) -> None:  # fmt: skip
     """Each phase of a sparse training step against the machine's measured memory bandwidth (run it on a quiet
     machine): bytes per sample (counted), time per sample (measured), achieved GB/s and its share of the probes."""
     from harness.study.roofline import format_table, measure, write
@@ -362,7 +364,7 @@ def roofline_command(dataset: str, data_dir: str | None, threads: str, steps: in
     for count in _split(threads, int):
         try:
             results.append(measure(dataset, count, steps, data_dir=Path(data_dir) if data_dir else None,
-                                   moments=moments))  # fmt: skip
+                                   moments=moments, weights=weights))  # fmt: skip
         except ValueError as err:
             raise click.ClickException(str(err)) from err
         click.echo(format_table(results[-1]) + "\n")

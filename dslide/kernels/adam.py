@@ -4,10 +4,10 @@ Each touched row's gradient is sum over its entries of coef * vecs[sample] (outp
 first layer: x value * dL/dz). Grouping entries by row makes the update parallel over rows, race-free
 and independent of the thread count.
 
-The moments m, v are float32 (or float64) arrays, or bfloat16 kept in uint16 arrays (`--moments bf16`,
-kernels/bf16.py), which halves the bytes they move; the update itself is computed in float32 either way.
-Stochastic rounding draws its bits from a hash of the entry's index and the step, so it is the same on any
-number of threads.
+The moments m, v and the weights are float32 (or float64) arrays, or bfloat16 kept in uint16 arrays (`--moments
+bf16`, `--weights bf16`, kernels/bf16.py), which halves the bytes they move; the update itself is computed in float32
+either way. Stochastic rounding draws its bits from a hash of the entry's index and the step, so it is the same on
+any number of threads.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import numpy as np
 from numba import types
 from numba.extending import overload
 
-from dslide.kernels.bf16 import bf16_to_float32, float32_to_bf16_stochastic, mix32
+from dslide.kernels.bf16 import mix32, store, stored_at
 
 
 @numba.njit(cache=True)
@@ -77,38 +77,6 @@ def _in_type_of(x, ref):
     return lambda x, ref: x
 
 
-def moment_at(a, r):
-    """Entry r of a moment array as a number (bfloat16 in uint16 arrays is widened to float32)."""
-    return a[r]
-
-
-@overload(moment_at, inline="always")
-def _moment_at(a, r):
-    if a.dtype == types.uint16:
-        return lambda a, r: bf16_to_float32(a[r])
-    return lambda a, r: a[r]
-
-
-def set_moment(a, r, x, noise16) -> None:
-    """a[r] = x; into a bfloat16 (uint16) array rounded stochastically with the 16 random bits noise16."""
-    a[r] = x
-
-
-@overload(set_moment, inline="always")
-def _set_moment(a, r, x, noise16):
-    if a.dtype == types.uint16:
-
-        def to_bf16(a, r, x, noise16):
-            a[r] = float32_to_bf16_stochastic(np.float32(x), noise16)
-
-        return to_bf16
-
-    def as_is(a, r, x, noise16):
-        a[r] = x
-
-    return as_is
-
-
 @numba.njit(inline="always", cache=True)
 def rounding_salt(step: int) -> np.uint32:
     """Mixed into every entry's rounding noise at this step, so each step draws fresh bits."""
@@ -117,7 +85,8 @@ def rounding_salt(step: int) -> np.uint32:
 
 @numba.njit(inline="always", cache=True)
 def rounding_noise(index: int, salt: np.uint32) -> np.uint32:
-    """32 random bits for entry `index` (16 for m, 16 for v); unused, and compiled away, for float moments."""
+    """32 random bits for entry `index` (16 for m, 16 for v; the weight's are drawn from them); unused, and compiled
+    away, for float storage."""
     return mix32(np.uint32(index & 0xFFFFFFFF) ^ salt)
 
 
@@ -125,15 +94,16 @@ def rounding_noise(index: int, salt: np.uint32) -> np.uint32:
 def adam_entry(w, m, v, r, g, lr, beta1, beta2, eps, c1, c2, noise) -> None:
     """One Adam update of entry r of a flat parameter, given its gradient g and the bias corrections c1, c2: the one
     place the engine's kernels write Adam. It computes in the type of the caller's constants (float32 or float64);
-    noise: 32 random bits for rounding bfloat16 moments (rounding_noise). Inlined into other modules' kernels:
-    numba's on-disk cache of those checks only their own file, so after editing this one (or bf16.py) delete
-    dslide/kernels/__pycache__/*.nb[ic]."""
+    noise: 32 random bits for rounding bfloat16 moments and weights (rounding_noise). Inlined into other modules'
+    kernels: numba's on-disk cache of those checks only their own file, so after editing this one (or bf16.py)
+    delete dslide/kernels/__pycache__/*.nb[ic]."""
     one = in_type_of(1.0, c1)
-    mk = beta1 * moment_at(m, r) + (one - beta1) * g
-    vk = beta2 * moment_at(v, r) + (one - beta2) * g * g
-    set_moment(m, r, mk, noise)
-    set_moment(v, r, vk, noise >> np.uint32(16))
-    w[r] -= lr * (mk / c1) / (in_type_of(math.sqrt(vk / c2), c2) + eps)
+    mk = beta1 * stored_at(m, r) + (one - beta1) * g
+    vk = beta2 * stored_at(v, r) + (one - beta2) * g * g
+    store(m, r, mk, noise)
+    store(v, r, vk, noise >> np.uint32(16))
+    step = lr * (mk / c1) / (in_type_of(math.sqrt(vk / c2), c2) + eps)
+    store(w, r, stored_at(w, r) - step, mix32(noise))
 
 
 @numba.njit(inline="always", fastmath=True, cache=True)

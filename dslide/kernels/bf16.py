@@ -3,7 +3,11 @@
 numba has no bfloat16 type, so a value is kept as the uint16 of its top half and converted with bit shifts; the
 arithmetic stays float32. Rounding to bfloat16 is stochastic: the lower 16 bits are added to 16 random bits before
 they are cut, so a stored value is unbiased. Adam's second moment needs it: v moves by (1 - beta2) = 0.1% of itself
-a step, less than half a bfloat16 step (0.2-0.4%), so rounding to nearest would never move it.
+a step, less than half a bfloat16 step (0.2-0.4%), so rounding to nearest would never move it; so do the weights
+(`--weights bf16`), whose steps of ~lr = 1e-3 are about half a bfloat16 step at the output layer's scale (0.25).
+
+Kernels read and write either storage through stored_at and store, which numba specialises per array type (a
+float32 array compiles to a plain load and store); numpy code turns a block of either into float32 with as_float32.
 """
 
 from __future__ import annotations
@@ -12,7 +16,10 @@ import numba
 import numpy as np
 from llvmlite import ir
 from numba import types
-from numba.extending import intrinsic
+from numba.extending import intrinsic, overload
+
+# How TrainConfig.moments and TrainConfig.weights store an array: bfloat16 is kept in uint16.
+STORAGE_DTYPES = {"fp32": np.float32, "bf16": np.uint16}
 
 
 @intrinsic
@@ -79,3 +86,40 @@ def from_bf16(b: np.ndarray) -> np.ndarray:
     for i in numba.prange(flat.size):
         out[i] = bf16_to_float32(flat[i])
     return out.reshape(b.shape)
+
+
+def as_float32(x: np.ndarray) -> np.ndarray:
+    """x as float32: itself if it is float32 already, else (bfloat16 in uint16) a widened copy."""
+    return from_bf16(x) if x.dtype == np.uint16 else x
+
+
+def stored_at(a, i):
+    """Entry i of an array as a number: bfloat16 (uint16 arrays) is widened to float32."""
+    return a[i]
+
+
+@overload(stored_at, inline="always")
+def _stored_at(a, i):
+    if a.dtype == types.uint16:
+        return lambda a, i: bf16_to_float32(a[i])
+    return lambda a, i: a[i]
+
+
+def store(a, i, x, noise16) -> None:
+    """a[i] = x; into a bfloat16 (uint16) array rounded stochastically with the 16 random bits noise16."""
+    a[i] = x
+
+
+@overload(store, inline="always")
+def _store(a, i, x, noise16):
+    if a.dtype == types.uint16:
+
+        def to_bf16(a, i, x, noise16):
+            a[i] = float32_to_bf16_stochastic(np.float32(x), noise16)
+
+        return to_bf16
+
+    def as_is(a, i, x, noise16):
+        a[i] = x
+
+    return as_is

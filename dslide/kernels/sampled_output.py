@@ -19,12 +19,13 @@ import numba
 import numpy as np
 
 from dslide.kernels.adam import adam_entry, adam_row, rounding_noise, rounding_salt
+from dslide.kernels.bf16 import stored_at
 
 
 @numba.njit(parallel=True, fastmath=True, cache=True)
 def output_logits(
     h: np.ndarray,  # float32 (B, H) full layer input
-    W: np.ndarray,  # float32 (N_local, H)
+    W: np.ndarray,  # float32 (N_local, H), or bfloat16 in uint16 (kernels/bf16.py)
     bias: np.ndarray,  # float32 (N_local,)
     rows: np.ndarray,  # touched rows in increasing order; row u's entries are perm[ptr[u]:ptr[u+1]]
     ptr: np.ndarray,
@@ -44,7 +45,7 @@ def output_logits(
             b = entry_sample[e]
             acc = bias[r]
             for k in range(H):
-                acc += W[r, k] * h[b, k]
+                acc += stored_at(W, (r, k)) * h[b, k]
             z[e] = acc
 
 
@@ -77,7 +78,7 @@ def softmax_stats(
 @numba.njit(parallel=True, fastmath=True, cache=True)
 def output_backward_update(
     h: np.ndarray,  # float32 (B, H)
-    W: np.ndarray,  # float32 (N_local, H), updated in place
+    W: np.ndarray,  # float32 (N_local, H), or bfloat16 in uint16; updated in place
     m: np.ndarray,  # Adam moments of W: float32, or bfloat16 in uint16 (kernels/bf16.py)
     v: np.ndarray,
     bias: np.ndarray,  # float32 (N_local,), updated in place
@@ -140,6 +141,6 @@ def output_backward_update(
                 gb += d
                 for k in range(H):
                     g[k] += d * h[b, k]
-                    dh[b, k] += d * W[r, k]
+                    dh[b, k] += d * stored_at(W, (r, k))
             adam_row(W, m, v, r, g, lr32, b1, b2, eps32, c1, c2, salt)
             adam_entry(bias, bm, bv, r, gb, lr32, b1, b2, eps32, c1, c2, rounding_noise(r, salt))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from dslide.kernels.bf16 import as_float32
 from dslide.lsh.family import HashFamily
 
 
@@ -29,12 +30,12 @@ class DriftMonitor:
 
     def rebuilt(self, family: HashFamily, weights: np.ndarray) -> None:
         """The tables were just rebuilt from these weights: their sample's buckets are the new reference."""
-        self.reference = family.hash(np.ascontiguousarray(weights[self.rows]))
+        self.reference = family.hash(np.ascontiguousarray(as_float32(weights[self.rows])))
         self.last = 0.0
 
     def drift(self, family: HashFamily, weights: np.ndarray) -> float:
         """Share of the sample's (neuron, table) buckets that differ from the reference."""
-        self.last = float(np.mean(family.hash(np.ascontiguousarray(weights[self.rows])) != self.reference))
+        self.last = float(np.mean(family.hash(np.ascontiguousarray(as_float32(weights[self.rows]))) != self.reference))
         return self.last
 
     def should_rebuild(self, step: int, family: HashFamily, weights: np.ndarray) -> bool:

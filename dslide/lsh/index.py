@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from dslide.config import LSHConfig, ScheduleConfig
+from dslide.kernels.bf16 import as_float32
 from dslide.lsh import make_family
 from dslide.lsh.drift import DriftMonitor
 from dslide.lsh.schedule import RebuildSchedule
@@ -94,7 +95,9 @@ class NeuronIndex:
         t0 = time.perf_counter()
         if self.learns_hashes and self.family.fits > 0 and self.queries_seen > 0:
             stride = max(1, len(weights) // 16384)
-            self.family.set_thresholds(self.queries[: min(self.queries_seen, FIT_QUERIES)], weights[::stride])
+            self.family.set_thresholds(
+                self.queries[: min(self.queries_seen, FIT_QUERIES)], as_float32(weights[::stride])
+            )
         self.tables.rebuild(self.family, weights, self.hash_seed + self.redraws)
         self.stats.rebuild_seconds += time.perf_counter() - t0
         self.stats.rebuilds += 1
@@ -144,7 +147,9 @@ class NeuronIndex:
         queries = self.queries[:n]
         _, positives = top_logits(queries, weights, bias, FIT_POSITIVES, exclude=exclude)
         iters = FIRST_FIT_ITERS if self.family.fits == 0 else REFIT_ITERS  # later fits start from the last one
-        fit = self.family.fit(queries, positives, weights, seed=(self.hash_seed * 7919 + step) % (2**63), iters=iters)
+        # a fit reads rows all over the matrix: bfloat16 weights are widened whole, once a fit (every M steps)
+        fit = self.family.fit(queries, positives, as_float32(weights), seed=(self.hash_seed * 7919 + step) % (2**63),
+                              iters=iters)  # fmt: skip
         self.stats.fit_seconds += time.perf_counter() - t0
         self.stats.fits += 1
         self.stats.fits_rejected += not fit["kept"]

@@ -6,6 +6,7 @@ from typing import Literal
 
 import numpy as np
 
+from dslide.kernels.bf16 import as_float32
 from dslide.kernels.tables import build_tables, transpose_codes
 from dslide.lsh._params import MAX_RANGE_POW
 from dslide.lsh.family import HashFamily
@@ -51,12 +52,13 @@ class LSHTables:
     def rebuild(self, family: HashFamily, vectors: np.ndarray, seed: int = 0, chunk_rows: int = 65536) -> None:
         """build(family.hash(vectors), seed), hashing chunk_rows vectors at a time to save memory.
 
-        Same tables as build; the codes are only ever held once, table-major, plus one chunk.
+        Same tables as build; the codes are only ever held once, table-major, plus one chunk (of vectors widened
+        to float32 when they are stored as bfloat16).
         """
         N = vectors.shape[0]
         codes_t = np.empty((self.num_tables, N), dtype=np.int32)
         for start in range(0, N, chunk_rows):
-            chunk = self._check_codes(family.hash(vectors[start : start + chunk_rows]))
+            chunk = self._check_codes(family.hash(as_float32(vectors[start : start + chunk_rows])))
             transpose_codes(chunk, codes_t, start)
         self._build_transposed(codes_t, seed)
 

@@ -26,6 +26,7 @@ import numpy as np
 
 from dslide.comm import Communicator
 from dslide.data.dataset import SparseDataset
+from dslide.kernels.bf16 import as_float32
 from dslide.kernels.sampling import active_upper_bounds, compact, select_active
 from dslide.lsh import make_family
 from dslide.lsh.family import HashFamily
@@ -84,7 +85,7 @@ def compare(
     net, meta = Network.from_run(run_dir, comm, pointer)
     net_cfg = net.cfg
     layer = net.output
-    W, bias, frequent = layer.params.W, layer.bias.b, layer.sampler.frequent
+    W, bias, frequent = as_float32(layer.params.W), layer.bias.b, layer.sampler.frequent
     cfg = net_cfg.lsh
 
     def hidden(rows: np.ndarray) -> np.ndarray:

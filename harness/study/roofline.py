@@ -193,8 +193,9 @@ def counted_bytes(net: Any, batch: Any, state: StepState) -> dict[str, int]:
     H, B = h.shape[1], batch.size
     nnz, features = len(batch.x_idx), len(np.unique(batch.x_idx))
     rows, entries = len(act.rows), len(act.ids)
-    row = H * FLOAT
-    out_moments = H * net.head.layer.params.m.itemsize  # one row of m (or v): 4 bytes an entry, 2 in bfloat16
+    # one row of weights, of m or of v: 4 bytes an entry, 2 in bfloat16 (--weights, --moments)
+    row, in_row = H * net.head.layer.params.W.itemsize, H * net.hidden[0].params.W.itemsize
+    out_moments = H * net.head.layer.params.m.itemsize
     in_moments = H * net.hidden[0].params.m.itemsize
     index = net.head.layer.sampler.index
     bucket_entries, lookups = 0, 0
@@ -204,13 +205,13 @@ def counted_bytes(net: Any, batch: Any, state: StepState) -> dict[str, int]:
         starts, ends = offsets[tables, codes], offsets[tables, codes + 1]
         bucket_entries, lookups = int((ends - starts).sum()), codes.size
     return {
-        "input forward": features * row + nnz * 2 * INDEX + B * row,  # feature rows, (index, value), out
+        "input forward": features * in_row + nnz * 2 * INDEX + B * H * FLOAT,  # feature rows, (index, value), out
         "select": bucket_entries * INDEX + lookups * 2 * INDEX + entries * 4 * INDEX,  # buckets, offsets, ids, groups
         "output forward": rows * (row + FLOAT) + entries * 3 * INDEX,  # each touched row once; z, sample, perm
         "softmax": entries * 2 * FLOAT,  # logits and weights
         # W, m, v and the bias's three in and out
-        "output backward + Adam": rows * (2 * row + 4 * out_moments + 6 * FLOAT) + entries * 3 * INDEX + B * row,
-        "input backward + Adam": features * (2 * row + 4 * in_moments) + nnz * 2 * INDEX + 2 * B * row,
+        "output backward + Adam": rows * (2 * row + 4 * out_moments + 6 * FLOAT) + entries * 3 * INDEX + B * H * FLOAT,
+        "input backward + Adam": features * (2 * in_row + 4 * in_moments) + nnz * 2 * INDEX + 2 * B * H * FLOAT,
     }
 
 
@@ -225,8 +226,8 @@ def rebuild_bytes(net: Any) -> int:
     index = net.head.layer.sampler.index
     if index is None:
         return 0
-    n, H = net.head.layer.params.W.shape
-    return n * H * FLOAT + index.tables.ids.size * 3 * INDEX
+    W = net.head.layer.params.W
+    return W.size * W.itemsize + index.tables.ids.size * 3 * INDEX
 
 
 @dataclass
@@ -243,6 +244,7 @@ class PhaseRow:
 class Roofline:
     dataset: str
     moments: str  # the Adam moments' storage (TrainConfig.moments)
+    weights: str  # the sparse layers' weights' storage (TrainConfig.weights)
     threads: int
     steps: int
     batch: int
@@ -254,9 +256,10 @@ class Roofline:
 
 
 def measure(dataset: str, threads: int, steps: int = 40, warmup: int = 5, data_dir: Path | None = None,
-            hidden: int = 128, batch_size: int = 128, moments: str = TrainConfig.moments) -> Roofline:  # fmt: skip
+            hidden: int = 128, batch_size: int = 128, moments: str = TrainConfig.moments,
+            weights: str = TrainConfig.weights) -> Roofline:  # fmt: skip
     """Probes, then `warmup` untimed and `steps` timed phased steps of the engine's defaults on `dataset` (with the
-    Adam moments stored as `moments`)."""
+    Adam moments stored as `moments`, the sparse layers' weights as `weights`)."""
     from dslide.comm import Communicator  # deferred: mpi4py and the engine load only to measure
     from dslide.config import NetworkConfig
     from dslide.data.batching import batches
@@ -268,7 +271,7 @@ def measure(dataset: str, threads: int, steps: int = 40, warmup: int = 5, data_d
     train = load_dataset(train_path)
     counts = np.bincount(train.label_indices, minlength=train.num_labels)
     net_cfg = NetworkConfig(train.num_features, train.num_labels, hidden=(hidden,))
-    cfg = TrainConfig(batch_size=batch_size, threads=threads, moments=moments)
+    cfg = TrainConfig(batch_size=batch_size, threads=threads, moments=moments, weights=weights)
     order = np.concatenate(list(batches(len(train), batch_size, cfg.seed, 0)))
     chunks = [order[i : i + batch_size] for i in range(0, len(order) - batch_size + 1, batch_size)]
     needed = warmup + steps
@@ -318,8 +321,8 @@ def measure(dataset: str, threads: int, steps: int = 40, warmup: int = 5, data_d
             bytes_ = statistics.median(moved[phase]) / batch_size
         rate = bytes_ / seconds if seconds > 0 else 0.0
         rows.append(PhaseRow(phase, bytes_, seconds, rate, rate / best["triad"], rate / best["row gather"]))
-    return Roofline(dataset, moments, threads, steps, batch_size, probes, rows, samples / t_all, samples / t_plain,
-                    rebuilds)  # fmt: skip
+    return Roofline(dataset, moments, weights, threads, steps, batch_size, probes, rows, samples / t_all,
+                    samples / t_plain, rebuilds)  # fmt: skip
 
 
 # -- output ------------------------------------------------------------------------------------------------------
@@ -328,7 +331,8 @@ def measure(dataset: str, threads: int, steps: int = 40, warmup: int = 5, data_d
 def format_table(result: Roofline) -> str:
     probe = {p.probe: p.bytes_per_s for p in result.probes}
     lines = [
-        f"{result.dataset}, {result.moments} Adam moments, {result.threads} thread(s), {result.steps} steps of "
+        f"{result.dataset}, {result.weights} weights, {result.moments} Adam moments, {result.threads} thread(s), "
+        f"{result.steps} steps of "
         f"{result.batch} ({result.rebuilds} table rebuild(s) among them): {result.samples_per_s:,.0f} samples/s "
         f"phase by phase, {result.step_samples_per_s:,.0f} through Network.train_step (measured)",
         f"bandwidth probes (measured, best of 5): triad {probe['triad'] / 1e9:.1f} GB/s, "

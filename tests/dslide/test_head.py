@@ -113,3 +113,11 @@ def test_topk_is_the_k_largest_logits(batch):
     np.testing.assert_allclose(scores, np.take_along_axis(z, best, axis=1), rtol=1e-5, atol=1e-6)
     _, excluded = head.topk(h, 3, exclude=best[0, :1].astype(np.int32))
     assert best[0, 0] not in excluded
+
+
+def test_bf16_weights_are_refused_with_the_full_softmax():
+    """The full softmax multiplies the whole weight matrix every step: bfloat16 storage would widen it all each
+    time, so `--weights bf16` is refused there, with the fix in the message."""
+    net = NetworkConfig(num_features=10, num_labels=N, hidden=(H,), sampling=SamplingConfig(mode="dense"))
+    with pytest.raises(ValueError, match="--weights bf16 needs a sampled output layer.*--weights fp32"):
+        OutputHead(H, net, TrainConfig(weights="bf16"), Communicator(), layer=1, scale=0.6)

@@ -247,3 +247,44 @@ def test_state_round_trips_into_a_fresh_layer():
     b.load_state("in.", {k: v.copy() for k, v in a.state("in.").items()})
     for k, v in a.state("in.").items():
         np.testing.assert_array_equal(b.state("in.")[k], v)
+
+
+def test_bf16_weights_are_the_float32_initial_weights_rounded_and_read_as_such():
+    """--weights bf16: the layers hold their initial weights rounded to bfloat16 (uint16), and every reader sees
+    those values: the input layer's forward, the output layer's exact top-k and the tables built from them equal
+    what float32 layers holding the widened weights give."""
+    from dslide.kernels.bf16 import from_bf16, to_bf16
+
+    lsh = LSHConfig(family="srp", bits_per_table=2, num_tables=3, range_pow=2)
+    owned = np.array([3, 5, 8, 10, 11])
+
+    def output(weights):
+        return SampledOutputLayer(4, 12, owned, lsh, SamplingConfig(mode="lsh"), ScheduleConfig(), 1, 2, 0.5, 0,
+                                  weights=weights)  # fmt: skip
+
+    half, full = output("bf16"), output("fp32")
+    assert half.params.W.dtype == np.uint16 and half.params.m.dtype == np.float32
+    np.testing.assert_array_equal(half.params.W, to_bf16(full.params.W))
+    full.params.W[...] = from_bf16(half.params.W)
+    full.sampler.init_tables(full.params.W)
+    np.testing.assert_array_equal(half.tables.ids, full.tables.ids)
+    np.testing.assert_array_equal(half.tables.offsets, full.tables.offsets)
+    h = np.random.default_rng(7).normal(size=(3, 4)).astype(np.float32)
+    for got, want in zip(half.exact_topk(h, 3), full.exact_topk(h, 3), strict=True):
+        np.testing.assert_array_equal(got, want)
+
+    first_half = SparseInputLayer(6, 5, np.arange(5), seed=3, layer=0, scale=0.5, weights="bf16")
+    first_full = SparseInputLayer(6, 5, np.arange(5), seed=3, layer=0, scale=0.5)
+    first_full.params.W[...] = from_bf16(first_half.params.W)
+    x_ptr, x_idx = np.array([0, 2, 3]), np.array([1, 4, 2], dtype=np.int32)
+    x_val = np.array([0.5, -1.0, 2.0], dtype=np.float32)
+    np.testing.assert_array_equal(first_half.forward(x_ptr, x_idx, x_val), first_full.forward(x_ptr, x_idx, x_val))
+
+
+def test_a_checkpoint_of_another_storage_is_refused_by_name():
+    """Loading float32 weights into a bfloat16 layer (or back) would cast the bits silently: it must fail, naming
+    the array and the two storages."""
+    half = SparseInputLayer(6, 5, np.arange(5), seed=3, layer=0, scale=0.5, weights="bf16")
+    full = SparseInputLayer(6, 5, np.arange(5), seed=3, layer=0, scale=0.5)
+    with pytest.raises(ValueError, match=r"in\.W is float32, this run stores it as uint16"):
+        half.load_state("in.", full.state("in."))

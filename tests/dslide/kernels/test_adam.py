@@ -115,3 +115,67 @@ def test_bf16_second_moment_decays_like_float32_in_expectation():
     assert abs(got.mean() / expected - 1) < 0.01
     # Each entry is a random walk of rounding errors around beta2^t: ~5% apart here (2.5% in the step's sqrt(v)).
     assert np.std(got / expected) < 0.08
+
+
+def test_adam_rows_with_bf16_weights_stores_a_neighbour_of_the_float32_update():
+    """bfloat16 weights (uint16, `--weights bf16`): each touched weight becomes one of the two bfloat16 neighbours
+    of the exact update of its stored value (float64 numpy), the moments stay exact float32, untouched rows keep
+    their bits."""
+    from dslide.kernels.bf16 import from_bf16, to_bf16
+
+    rng = np.random.default_rng(5)
+    N, D, B, E = 30, 8, 5, 60
+    W = to_bf16(rng.normal(size=(N, D)).astype(np.float32))
+    m = (rng.normal(size=(N, D)) * 0.1).astype(np.float32)
+    v = (rng.random((N, D)) * 0.1).astype(np.float32)
+    entry_rows = rng.integers(0, N, E).astype(np.int32)
+    entry_sample = rng.integers(0, B, E).astype(np.int32)
+    entry_coef = rng.normal(size=E).astype(np.float32)
+    vecs = rng.normal(size=(B, D)).astype(np.float32)
+    G = np.zeros((N, D))
+    np.add.at(G, entry_rows, entry_coef[:, None] * vecs[entry_sample])
+    touched = np.unique(entry_rows)
+    step, lr, b1, b2, eps = 2, 0.01, 0.9, 0.999, 1e-8
+    Wr, mr, vr = from_bf16(W).astype(np.float64), m.astype(np.float64), v.astype(np.float64)
+    W_before = W.copy()
+    mr[touched] = b1 * mr[touched] + (1 - b1) * G[touched]
+    vr[touched] = b2 * vr[touched] + (1 - b2) * G[touched] ** 2
+    Wr[touched] -= lr * (mr[touched] / (1 - b1**step)) / (np.sqrt(vr[touched] / (1 - b2**step)) + eps)
+    rows, ptr, perm = group_by_row(entry_rows, N, np.full(N, -1, dtype=np.int32), False)
+    coef_sum = np.empty(len(rows), dtype=np.float32)
+    scratch = np.empty((numba.get_num_threads(), D), dtype=np.float32)
+    adam_rows(W, m, v, rows, ptr, perm, entry_sample, entry_coef, vecs, lr, b1, b2, eps, step, coef_sum, scratch)
+    np.testing.assert_allclose(m, mr, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(v, vr, rtol=1e-5, atol=1e-7)
+    got = from_bf16(W)[touched].astype(np.float64)
+    low, high = bf16_neighbours(Wr[touched])
+    assert np.all((got == low) | (got == high))
+    untouched = np.setdiff1d(np.arange(N), touched)
+    np.testing.assert_array_equal(W[untouched], W_before[untouched])
+
+
+def test_bf16_weights_follow_steps_smaller_than_their_precision_in_expectation():
+    """The output layer's weights have a scale of 0.25; between 0.25 and 0.5 a bfloat16 step is 2^-9 ~ 0.002, and
+    Adam moves a weight by about lr a step. At lr = 5e-4, a quarter of a step, rounding to nearest would hold every
+    weight still; stochastically rounded, they move as float32 would on average: a constant gradient walks each
+    weight down by lr a step."""
+    from dslide.kernels.bf16 import from_bf16, to_bf16
+
+    N, D, steps, lr = 1000, 16, 50, 5e-4
+    W = to_bf16(np.full((N, D), 0.3, dtype=np.float32))
+    start = float(from_bf16(W[:1, :1])[0, 0])  # 0.30078125
+    m = np.zeros((N, D), dtype=np.float32)
+    v = np.zeros((N, D), dtype=np.float32)
+    rows, ptr, perm = np.arange(N, dtype=np.int32), np.arange(N + 1, dtype=np.int64), np.arange(N, dtype=np.int64)
+    entry_sample = np.zeros(N, dtype=np.int32)
+    entry_coef = np.ones(N, dtype=np.float32)
+    vecs = np.ones((1, D), dtype=np.float32)  # every weight's gradient is 1 at every step: Adam steps by lr
+    coef_sum = np.empty(N, dtype=np.float32)
+    scratch = np.empty((numba.get_num_threads(), D), dtype=np.float32)
+    for step in range(1, steps + 1):
+        adam_rows(W, m, v, rows, ptr, perm, entry_sample, entry_coef, vecs, lr, 0.9, 0.999, 1e-8, step, coef_sum,
+                  scratch)  # fmt: skip
+    got = from_bf16(W).astype(np.float64)
+    expected = start - steps * lr  # 0.2758
+    assert abs(got.mean() - expected) < 2e-4  # rounding to nearest would leave the mean at 0.3008
+    assert got.std() < 0.01  # a random walk of rounding errors, a few bfloat16 steps wide

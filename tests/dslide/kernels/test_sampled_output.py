@@ -56,10 +56,14 @@ def logits(c):
     return z
 
 
-def test_logits_are_each_entrys_row_dot_its_sample_plus_bias(case):
-    """z[e] = W[ids[e]] . h[sample[e]] + bias[ids[e]] for every active entry."""
+@pytest.mark.parametrize("weights", ["fp32", "bf16"])
+def test_logits_are_each_entrys_row_dot_its_sample_plus_bias(case, weights):
+    """z[e] = W[ids[e]] . h[sample[e]] + bias[ids[e]] for every active entry, W stored as float32 or bfloat16."""
     c = case
-    W64, h64 = c["W"].astype(np.float64), c["h"].astype(np.float64)
+    if weights == "bf16":
+        c["W"] = to_bf16(c["W"])
+    W64 = (from_bf16(c["W"]) if weights == "bf16" else c["W"]).astype(np.float64)
+    h64 = c["h"].astype(np.float64)
     want = np.array([W64[i] @ h64[s] + c["bias"][i] for i, s in zip(c["ids"], c["samples"], strict=True)])
     np.testing.assert_allclose(logits(c), want, rtol=1e-5, atol=1e-6)
 
@@ -79,16 +83,20 @@ def test_stats_weight_each_entry_and_average_the_label_logits(case):
         np.testing.assert_allclose(out[2][b], zb[: c["n_lab"][b]].sum() * c["inv_ylen"][b], rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("moments", ["fp32", "bf16"])
-def test_backward_update_is_the_softmax_gradient_and_one_adam_step(case, moments):
+@pytest.mark.parametrize(("moments", "weights"), [("fp32", "fp32"), ("bf16", "fp32"), ("bf16", "bf16")])
+def test_backward_update_is_the_softmax_gradient_and_one_adam_step(case, moments, weights):
     """One pass gives dL/dz = (wt * exp(z - gmax) / gsum - t) / B (0 for unlabelled samples, t = 1/|y| on the
     labels), row gradients sum dL/dz * h, dL/dh sums dL/dz * W before the update, and each touched row (and its
     bias) takes one Adam step; untouched rows are left alone. With bfloat16 moments of W (uint16) the weights move
-    as from the exact new moments, and each stored moment is a bfloat16 neighbour of the exact one."""
+    as from the exact new moments, and each stored moment is a bfloat16 neighbour of the exact one; with bfloat16
+    weights too, so is each stored weight."""
     c = case
     if moments == "bf16":
         c["m"], c["v"] = to_bf16(c["m"]), to_bf16(c["v"])
-    widened = {k: from_bf16(c[k]) if c[k].dtype == np.uint16 else c[k] for k in ("m", "v")}
+    if weights == "bf16":
+        c["W"] = to_bf16(c["W"])
+    W_before = c["W"].copy()
+    widened = {k: from_bf16(c[k]) if c[k].dtype == np.uint16 else c[k] for k in ("m", "v", "W")}
     B, H = c["h"].shape
     z = logits(c)
     # a global normaliser as if other ranks contributed as well
@@ -96,7 +104,7 @@ def test_backward_update_is_the_softmax_gradient_and_one_adam_step(case, moments
     gsum = np.array([7.0, 3.5, 2.0, 4.25, 9.0], dtype=np.float32)
 
     # the reference, in float64
-    W0, h64 = c["W"].astype(np.float64), c["h"].astype(np.float64)
+    W0, h64 = widened["W"].astype(np.float64), c["h"].astype(np.float64)
     pos = np.arange(len(z)) - c["act_ptr"][c["samples"]]
     target = np.where(pos < c["n_lab"][c["samples"]], c["inv_ylen"][c["samples"]], 0.0)
     p = c["wt"] * np.exp(z.astype(np.float64) - gmax[c["samples"]]) / gsum[c["samples"]]
@@ -126,14 +134,15 @@ def test_backward_update_is_the_softmax_gradient_and_one_adam_step(case, moments
                            c["inv_ylen"], z, c["wt"], gmax, gsum, rows, ptr, perm, c["samples"], 1.0 / B, lr, b1, b2,
                            eps, step, dh_parts, scratch)  # fmt: skip
     np.testing.assert_allclose(dh_parts.sum(axis=0), dh, rtol=1e-4, atol=1e-7)
-    for name in ("W", "bias", "bm", "bv") if moments == "bf16" else ("W", "m", "v", "bias", "bm", "bv"):
-        np.testing.assert_allclose(c[name], want[name], rtol=1e-5, atol=1e-7, err_msg=name)
-    if moments == "bf16":
-        for name in ("m", "v"):
-            got = from_bf16(c[name]).astype(np.float64)
-            bits = want[name].astype(np.float32).view(np.uint32) & 0xFFFF0000
-            low, high = bits.view(np.float32), (bits + 0x10000).view(np.float32)
-            assert np.all((got == low) | (got == high)), name
+    rounded = [name for name, storage in (("m", moments), ("v", moments), ("W", weights)) if storage == "bf16"]
+    for name in ("W", "m", "v", "bias", "bm", "bv"):
+        if name not in rounded:
+            np.testing.assert_allclose(c[name], want[name], rtol=1e-5, atol=1e-7, err_msg=name)
+    for name in rounded:
+        got = from_bf16(c[name]).astype(np.float64)
+        bits = want[name].astype(np.float32).view(np.uint32) & 0xFFFF0000
+        low, high = bits.view(np.float32), (bits + 0x10000).view(np.float32)
+        assert np.all((got == low) | (got == high)), name
     untouched = np.setdiff1d(np.arange(len(W0)), touched)
     assert list(untouched) == [12, 13]
-    np.testing.assert_array_equal(c["W"][untouched], W0[untouched].astype(np.float32))
+    np.testing.assert_array_equal(c["W"][untouched], W_before[untouched])
