@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+import pytest
 
 from dslide.kernels.adam import adam_rows, group_by_row
 
@@ -22,33 +23,6 @@ def test_group_by_row_lists_each_rows_entries_in_row_order():
     np.testing.assert_array_equal(np.diff(all_ptr), np.bincount(entry_rows, minlength=50))
 
 
-def test_adam_rows_matches_numpy():
-    rng = np.random.default_rng(1)
-    N, D, B, E = 30, 8, 5, 60
-    W = rng.normal(size=(N, D)).astype(np.float32)
-    m = rng.normal(size=(N, D)).astype(np.float32) * 0.1
-    v = rng.random((N, D)).astype(np.float32) * 0.1
-    entry_rows = rng.integers(0, N, E).astype(np.int32)
-    entry_sample = rng.integers(0, B, E).astype(np.int32)
-    entry_coef = rng.normal(size=E).astype(np.float32)
-    vecs = rng.normal(size=(B, D)).astype(np.float32)
-    G = np.zeros((N, D))
-    np.add.at(G, entry_rows, entry_coef[:, None] * vecs[entry_sample])
-    touched = np.unique(entry_rows)
-    Wr, mr, vr = W.astype(np.float64), m.astype(np.float64), v.astype(np.float64)
-    step, lr, b1, b2, eps = 3, 0.01, 0.9, 0.999, 1e-8
-    mr[touched] = b1 * mr[touched] + (1 - b1) * G[touched]
-    vr[touched] = b2 * vr[touched] + (1 - b2) * G[touched] ** 2
-    Wr[touched] -= lr * (mr[touched] / (1 - b1**step)) / (np.sqrt(vr[touched] / (1 - b2**step)) + eps)
-    rows, ptr, perm = group_by_row(entry_rows, N, np.full(N, -1, dtype=np.int32), False)
-    coef_sum = np.empty(len(rows), dtype=np.float32)
-    scratch = np.empty((numba.get_num_threads(), D), dtype=np.float32)
-    adam_rows(W, m, v, rows, ptr, perm, entry_sample, entry_coef, vecs, lr, b1, b2, eps, step, coef_sum, scratch)
-    np.testing.assert_allclose(W, Wr, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(m, mr, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(coef_sum, np.bincount(entry_rows, weights=entry_coef)[rows], rtol=1e-5, atol=1e-6)
-
-
 def bf16_neighbours(x):
     """The bfloat16 values just toward zero and just away from zero of each float64 x (as float64)."""
     bits = np.asarray(x, dtype=np.float32).view(np.uint32)
@@ -57,16 +31,26 @@ def bf16_neighbours(x):
     return low, high
 
 
-def test_adam_rows_with_bf16_moments_updates_weights_from_the_unrounded_moments():
-    """bfloat16 moments (uint16 arrays): the weights move as float32 Adam from the stored moments would, and each
-    stored moment is one of the two bfloat16 neighbours of the exact new moment (the Adam maths in float64 numpy)."""
+@pytest.mark.parametrize(("weights", "moments"), [("fp32", "fp32"), ("fp32", "bf16"), ("bf16", "fp32")])
+def test_adam_rows_matches_numpy_in_either_storage(weights, moments):
+    """One lazy Adam step of the rows a batch touched against float64 numpy, from the stored values. Float32 arrays
+    match it; each bfloat16 one (uint16, `--weights` / `--moments bf16`) holds one of the two bfloat16 neighbours
+    of the exact new value, and the float32 ones are updated from the unrounded values; untouched rows keep their
+    bits; the per-row coefficient sums (the bias gradient) are exact."""
     from dslide.kernels.bf16 import from_bf16, to_bf16
 
-    rng = np.random.default_rng(2)
+    rng = np.random.default_rng(1)
     N, D, B, E = 30, 8, 5, 60
-    W = rng.normal(size=(N, D)).astype(np.float32)
-    m = to_bf16((rng.normal(size=(N, D)) * 0.1).astype(np.float32))
-    v = to_bf16((rng.random((N, D)) * 0.1).astype(np.float32))
+    stored = {
+        "W": rng.normal(size=(N, D)).astype(np.float32),
+        "m": (rng.normal(size=(N, D)) * 0.1).astype(np.float32),
+        "v": (rng.random((N, D)) * 0.1).astype(np.float32),
+    }
+    storage = {"W": weights, "m": moments, "v": moments}
+    for name, kind in storage.items():
+        if kind == "bf16":
+            stored[name] = to_bf16(stored[name])
+    before = {name: a.copy() for name, a in stored.items()}
     entry_rows = rng.integers(0, N, E).astype(np.int32)
     entry_sample = rng.integers(0, B, E).astype(np.int32)
     entry_coef = rng.normal(size=E).astype(np.float32)
@@ -74,24 +58,27 @@ def test_adam_rows_with_bf16_moments_updates_weights_from_the_unrounded_moments(
     G = np.zeros((N, D))
     np.add.at(G, entry_rows, entry_coef[:, None] * vecs[entry_sample])
     touched = np.unique(entry_rows)
-    step, lr, b1, b2, eps = 4, 0.01, 0.9, 0.999, 1e-8
-    Wr, mr, vr = W.astype(np.float64), from_bf16(m).astype(np.float64), from_bf16(v).astype(np.float64)
-    m_before, v_before = m.copy(), v.copy()
-    mr[touched] = b1 * mr[touched] + (1 - b1) * G[touched]
-    vr[touched] = b2 * vr[touched] + (1 - b2) * G[touched] ** 2
-    Wr[touched] -= lr * (mr[touched] / (1 - b1**step)) / (np.sqrt(vr[touched] / (1 - b2**step)) + eps)
+    step, lr, b1, b2, eps = 3, 0.01, 0.9, 0.999, 1e-8
+    W, m, v = ((from_bf16(a) if a.dtype == np.uint16 else a).astype(np.float64) for a in stored.values())
+    m[touched] = b1 * m[touched] + (1 - b1) * G[touched]
+    v[touched] = b2 * v[touched] + (1 - b2) * G[touched] ** 2
+    W[touched] -= lr * (m[touched] / (1 - b1**step)) / (np.sqrt(v[touched] / (1 - b2**step)) + eps)
+    want = {"W": W, "m": m, "v": v}
     rows, ptr, perm = group_by_row(entry_rows, N, np.full(N, -1, dtype=np.int32), False)
     coef_sum = np.empty(len(rows), dtype=np.float32)
     scratch = np.empty((numba.get_num_threads(), D), dtype=np.float32)
-    adam_rows(W, m, v, rows, ptr, perm, entry_sample, entry_coef, vecs, lr, b1, b2, eps, step, coef_sum, scratch)
-    np.testing.assert_allclose(W, Wr, rtol=1e-5, atol=1e-6)
+    adam_rows(*stored.values(), rows, ptr, perm, entry_sample, entry_coef, vecs, lr, b1, b2, eps, step, coef_sum,
+              scratch)  # fmt: skip
     untouched = np.setdiff1d(np.arange(N), touched)
-    np.testing.assert_array_equal(m[untouched], m_before[untouched])
-    np.testing.assert_array_equal(v[untouched], v_before[untouched])
-    for stored, exact in ((m, mr), (v, vr)):
-        got = from_bf16(stored)[touched].astype(np.float64)
-        low, high = bf16_neighbours(exact[touched])
-        assert np.all((got == low) | (got == high))
+    for name, kind in storage.items():
+        np.testing.assert_array_equal(stored[name][untouched], before[name][untouched], err_msg=name)
+        if kind == "fp32":
+            np.testing.assert_allclose(stored[name], want[name], rtol=1e-5, atol=1e-6, err_msg=name)
+        else:
+            got = from_bf16(stored[name])[touched].astype(np.float64)
+            low, high = bf16_neighbours(want[name][touched])
+            assert np.all((got == low) | (got == high)), name
+    np.testing.assert_allclose(coef_sum, np.bincount(entry_rows, weights=entry_coef)[rows], rtol=1e-5, atol=1e-6)
 
 
 def test_bf16_second_moment_decays_like_float32_in_expectation():
@@ -115,43 +102,6 @@ def test_bf16_second_moment_decays_like_float32_in_expectation():
     assert abs(got.mean() / expected - 1) < 0.01
     # Each entry is a random walk of rounding errors around beta2^t: ~5% apart here (2.5% in the step's sqrt(v)).
     assert np.std(got / expected) < 0.08
-
-
-def test_adam_rows_with_bf16_weights_stores_a_neighbour_of_the_float32_update():
-    """bfloat16 weights (uint16, `--weights bf16`): each touched weight becomes one of the two bfloat16 neighbours
-    of the exact update of its stored value (float64 numpy), the moments stay exact float32, untouched rows keep
-    their bits."""
-    from dslide.kernels.bf16 import from_bf16, to_bf16
-
-    rng = np.random.default_rng(5)
-    N, D, B, E = 30, 8, 5, 60
-    W = to_bf16(rng.normal(size=(N, D)).astype(np.float32))
-    m = (rng.normal(size=(N, D)) * 0.1).astype(np.float32)
-    v = (rng.random((N, D)) * 0.1).astype(np.float32)
-    entry_rows = rng.integers(0, N, E).astype(np.int32)
-    entry_sample = rng.integers(0, B, E).astype(np.int32)
-    entry_coef = rng.normal(size=E).astype(np.float32)
-    vecs = rng.normal(size=(B, D)).astype(np.float32)
-    G = np.zeros((N, D))
-    np.add.at(G, entry_rows, entry_coef[:, None] * vecs[entry_sample])
-    touched = np.unique(entry_rows)
-    step, lr, b1, b2, eps = 2, 0.01, 0.9, 0.999, 1e-8
-    Wr, mr, vr = from_bf16(W).astype(np.float64), m.astype(np.float64), v.astype(np.float64)
-    W_before = W.copy()
-    mr[touched] = b1 * mr[touched] + (1 - b1) * G[touched]
-    vr[touched] = b2 * vr[touched] + (1 - b2) * G[touched] ** 2
-    Wr[touched] -= lr * (mr[touched] / (1 - b1**step)) / (np.sqrt(vr[touched] / (1 - b2**step)) + eps)
-    rows, ptr, perm = group_by_row(entry_rows, N, np.full(N, -1, dtype=np.int32), False)
-    coef_sum = np.empty(len(rows), dtype=np.float32)
-    scratch = np.empty((numba.get_num_threads(), D), dtype=np.float32)
-    adam_rows(W, m, v, rows, ptr, perm, entry_sample, entry_coef, vecs, lr, b1, b2, eps, step, coef_sum, scratch)
-    np.testing.assert_allclose(m, mr, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(v, vr, rtol=1e-5, atol=1e-7)
-    got = from_bf16(W)[touched].astype(np.float64)
-    low, high = bf16_neighbours(Wr[touched])
-    assert np.all((got == low) | (got == high))
-    untouched = np.setdiff1d(np.arange(N), touched)
-    np.testing.assert_array_equal(W[untouched], W_before[untouched])
 
 
 def test_bf16_weights_follow_steps_smaller_than_their_precision_in_expectation():
