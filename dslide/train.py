@@ -87,15 +87,23 @@ def _flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def resume_differences(meta: dict[str, Any], net: NetworkConfig, train: TrainConfig, data: dict[str, str]) -> list[str]:
-    """What this run would change of the checkpoint's, among what a resumed run may not change (empty: resumable)."""
+    """What this run would change of the checkpoint's, among what a resumed run may not change (empty: resumable).
+    A setting the checkpoint does not name was added to dslide after it was made, and the run that made it behaved
+    as that setting's default does: only another value is a change."""
     now = json.loads(json.dumps({"network": to_dict(net), "train": to_dict(train), "data": data}))
+    defaults = json.loads(json.dumps({
+        "network": to_dict(NetworkConfig(num_features=net.num_features, num_labels=net.num_labels)),
+        "train": to_dict(TrainConfig()),
+    }))  # fmt: skip
     diffs = []
     for part in ("network", "train", "data"):
         if part not in meta:  # checkpoints from before this check do not name their data
             continue
-        saved, mine = _flat(meta[part]), _flat(now[part])
+        saved, mine, default = _flat(meta[part]), _flat(now[part]), _flat(defaults.get(part, {}))
         for key in sorted(set(saved) | set(mine)):
             if part == "train" and key in RESUMABLE_CHANGES:
+                continue
+            if key not in saved and key in default and mine.get(key) == default[key]:
                 continue
             if saved.get(key) != mine.get(key):
                 diffs.append(f"{part} {key}: {saved.get(key)!r} in the checkpoint, {mine.get(key)!r} now")

@@ -275,3 +275,24 @@ def test_a_run_whose_tables_retrieve_little_says_so(files, tmp_path):
     assert record["lsh_bits_per_table"] == 16
     assert "warning: epoch 1: the hash tables retrieved a median of" in done.stderr
     assert "lower --bits or raise --tables" in done.stderr
+
+
+def test_a_checkpoint_made_before_a_setting_existed_resumes_under_its_default():
+    """A checkpoint's configuration lacks the settings added to dslide after it was made (the run behaved as their
+    defaults do): resuming with the default is no change, with another value it is, and so is any named setting
+    that differs."""
+    from dataclasses import replace
+
+    from dslide.config import NetworkConfig, TrainConfig, to_dict
+    from dslide.train import resume_differences
+
+    net, train = NetworkConfig(num_features=10, num_labels=20), TrainConfig(epochs=2)
+    meta = json.loads(json.dumps({"network": to_dict(net), "train": to_dict(train), "data": {"train": "a"}}))
+    del meta["train"]["weights"], meta["network"]["sampling"]["tail"]  # as in a checkpoint older than both
+    assert resume_differences(meta, net, train, {"train": "a"}) == []
+    assert resume_differences(meta, net, replace(train, weights="bf16"), {"train": "a"}) == [
+        "train weights: None in the checkpoint, 'bf16' now"
+    ]
+    assert resume_differences(meta, net, replace(train, moments="bf16"), {"train": "a"}) == [
+        "train moments: 'fp32' in the checkpoint, 'bf16' now"
+    ]
