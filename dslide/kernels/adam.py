@@ -102,8 +102,8 @@ def adam_entry(w, m, v, r, g, lr, beta1, beta2, eps, c1, c2, noise) -> None:
     vk = beta2 * stored_at(v, r) + (one - beta2) * g * g
     store(m, r, mk, noise)
     store(v, r, vk, noise >> np.uint32(16))
-    step = lr * (mk / c1) / (in_type_of(math.sqrt(vk / c2), c2) + eps)
-    store(w, r, stored_at(w, r) - step, mix32(noise))
+    update = lr * (mk / c1) / (in_type_of(math.sqrt(vk / c2), c2) + eps)
+    store(w, r, stored_at(w, r) - update, mix32(noise))
 
 
 @numba.njit(inline="always", fastmath=True, cache=True)

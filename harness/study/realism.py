@@ -174,12 +174,11 @@ def model_statistics(train: SparseDataset, test: SparseDataset, top5: np.ndarray
     popular[ranked[:1000]] = True
     top300 = np.zeros(train.num_labels, dtype=bool)
     top300[ranked[:300]] = True
-    truth = test.label_indices[: test.label_indptr[len(top5)]]
-    point_of = np.repeat(np.arange(len(top5)), np.diff(test.label_indptr[: len(top5) + 1]))
-    # correct[i, j]: top5[i, j] is one of point i's labels (pairs compared as point * labels + label)
-    pairs = point_of.astype(np.int64) * train.num_labels + truth
-    predicted = np.arange(len(top5), dtype=np.int64)[:, None] * train.num_labels + top5
-    correct = np.isin(predicted, pairs)
+    if len(test) != len(top5):
+        raise ValueError(f"{len(top5)} rows of predictions for {len(test)} test points")
+    truth = test.label_indices
+    point_of = np.repeat(np.arange(len(test)), np.diff(test.label_indptr))
+    correct = np.stack([hits(test, top5[:, j]) for j in range(top5.shape[1])], axis=1)  # top5[i, j] is a label of i
     in_list = popular[top5]
     return {
         "top1_among_300_commonest": float(top300[top5[:, 0]].mean()),

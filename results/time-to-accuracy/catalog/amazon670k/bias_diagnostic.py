@@ -18,6 +18,7 @@ from dslide.data.registry import dataset_paths
 from dslide.data.xc_format import load_dataset
 from dslide.init import output_bias_prior
 from dslide.network import Batch, Network
+from harness.study.ceiling import hits
 from harness.study.realism import label_counts, model_statistics
 
 run, dataset, n = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 5000
@@ -36,11 +37,6 @@ def top5() -> np.ndarray:
                            for i in range(0, len(test), 1000)])  # fmt: skip
 
 
-def p_at_1(top: np.ndarray) -> float:
-    ptr, labels = test.label_indptr, test.label_indices
-    return float(np.mean([top[i, 0] in labels[ptr[i] : ptr[i + 1]] for i in range(len(top))]))
-
-
 out = {
     "run": str(run), "dataset": dataset, "test_points": len(test),
     "bias_trained_mean": float(trained.mean()), "bias_trained_sd": float(trained.std()),
@@ -50,6 +46,6 @@ out = {
 for name, value in (("as_trained", trained), ("minus_prior", trained - prior), ("zero", np.zeros_like(trained))):
     bias[...] = value
     top = top5()
-    out[name] = {"p@1": p_at_1(top), **model_statistics(train, test, top)}
+    out[name] = {"p@1": float(hits(test, top[:, 0]).mean()), **model_statistics(train, test, top)}
 json.dump(out, sys.stdout, indent=1)
 print()
