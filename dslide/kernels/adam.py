@@ -20,6 +20,7 @@ from numba import types
 from numba.extending import overload
 
 from dslide.kernels.bf16 import mix32, store, stored_at
+from dslide.kernels.prefetch import ROWS_AHEAD, prefetch_row
 
 
 @numba.njit(cache=True)
@@ -142,6 +143,11 @@ def adam_rows(
     for t in numba.prange(nthreads):
         g = scratch[t]
         for u in range(t, len(rows), nthreads):
+            if u + ROWS_AHEAD * nthreads < len(rows):
+                ahead = rows[u + ROWS_AHEAD * nthreads]
+                prefetch_row(W, ahead)
+                prefetch_row(m, ahead)
+                prefetch_row(v, ahead)
             for k in range(D):
                 g[k] = 0.0
             cs = 0.0

@@ -20,6 +20,7 @@ import numpy as np
 
 from dslide.kernels.adam import adam_entry, adam_row, rounding_noise, rounding_salt
 from dslide.kernels.bf16 import stored_at
+from dslide.kernels.prefetch import ROWS_AHEAD, prefetch_row
 
 
 @numba.njit(parallel=True, fastmath=True, cache=True)
@@ -35,11 +36,14 @@ def output_logits(
 ) -> None:
     """z[e] = W[row] . h[sample] + bias[row] for every active entry, walking the weights row by row.
 
-    Reading each touched row once, in memory order, is what keeps this fast on a 670k x 128 matrix.
+    Reading each touched row once, in memory order and asked for ROWS_AHEAD rows early (kernels/prefetch.py), is
+    what keeps this fast on a 670k x 128 matrix.
     """
     H = h.shape[1]
     for u in numba.prange(len(rows)):
         r = rows[u]
+        if u + ROWS_AHEAD < len(rows):
+            prefetch_row(W, rows[u + ROWS_AHEAD])
         for i in range(ptr[u], ptr[u + 1]):
             e = perm[i]
             b = entry_sample[e]
@@ -106,9 +110,10 @@ def output_backward_update(
 ) -> None:
     """Backward and lazy Adam of the output layer in one pass over the touched rows.
 
-    Each row is read once: its entries give dL/dz = (wt * p * sum(t) - t) / B, which feeds both this row's
-    gradient (sum of dL/dz * h) and dL/dh (sum of dL/dz * W_old[row]). Work is split by row, so no two
-    threads write the same weights; dL/dh goes to per-thread buffers.
+    Each row is read once (and asked for ROWS_AHEAD rows early, kernels/prefetch.py): its entries give
+    dL/dz = (wt * p * sum(t) - t) / B, which feeds both this row's gradient (sum of dL/dz * h) and dL/dh (sum of
+    dL/dz * W_old[row]). Work is split by row, so no two threads write the same weights; dL/dh goes to per-thread
+    buffers.
     """
     H = W.shape[1]
     b1 = np.float32(beta1)
@@ -128,6 +133,11 @@ def output_backward_update(
                 dh[b, k] = 0.0
         for u in range(t, len(rows), nthreads):
             r = rows[u]
+            if u + ROWS_AHEAD * nthreads < len(rows):
+                ahead = rows[u + ROWS_AHEAD * nthreads]
+                prefetch_row(W, ahead)
+                prefetch_row(m, ahead)
+                prefetch_row(v, ahead)
             for k in range(H):
                 g[k] = 0.0
             gb = np.float32(0.0)
