@@ -53,6 +53,8 @@ VARIANTS = {
     "Adam's moment rows, no sqrt or division": (6, 0),
     "rows only (read W, m, v; write W)": (4, 0),
     "rows only, prefetch 4 rows ahead": (4, 4),
+    "one run of rows a thread": (0, 0, True),
+    "one run of rows a thread, prefetch 4 rows ahead": (0, 4, True),
 }
 
 

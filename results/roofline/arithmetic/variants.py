@@ -13,11 +13,12 @@ from dslide.kernels.prefetch import prefetch_row
 
 @numba.njit(parallel=True, fastmath=True, cache=True)
 def backward(h, W, m, v, bias, bm, bv, act_ptr, n_lab, inv_ylen, z, wt, gmax, gsum, rows, ptr, perm, entry_sample,
-             inv_batch, lr, beta1, beta2, eps, step, dh_parts, scratch, mode, ahead):  # fmt: skip
+             inv_batch, lr, beta1, beta2, eps, step, dh_parts, scratch, mode, ahead, blocks=False):  # fmt: skip
     """The engine's kernel, with `mode`: 0 all of it; 1 no dL/dh; 2 plain SGD for Adam (no m, v, sqrt, division);
     3 Adam only (no entries: the gradient is one entry's); 4 visit the rows only (read W, m, v, write W);
     5 Adam's arithmetic with its moments in one cached row; 6 Adam's moment rows without square root or division.
-    ahead > 0 prefetches the rows of W, m and v that many rows ahead."""
+    ahead > 0 prefetches the rows of W, m and v that many rows ahead. blocks: each thread takes one run of consecutive
+    rows (split where the entries plus 8 per row are even) instead of every nthreads-th row."""
     H = W.shape[1]
     b1 = np.float32(beta1)
     b2 = np.float32(beta2)
@@ -28,16 +29,21 @@ def backward(h, W, m, v, bias, bm, bv, act_ptr, n_lab, inv_ylen, z, wt, gmax, gs
     ib = np.float32(inv_batch)
     salt = rounding_salt(step)
     nthreads = scratch.shape[0]
+    n = len(rows)
+    cost = ptr[: n + 1] + 8 * np.arange(n + 1)
+    bounds = np.searchsorted(cost, np.arange(nthreads + 1) * (cost[n] / nthreads))
+    bounds[0], bounds[nthreads] = 0, n
     for t in numba.prange(nthreads):
         g = scratch[t]
         dh = dh_parts[t]
         for b in range(dh.shape[0]):
             for k in range(H):
                 dh[b, k] = 0.0
-        for u in range(t, len(rows), nthreads):
+        first, last_u, stride = (bounds[t], bounds[t + 1], 1) if blocks else (t, n, nthreads)
+        for u in range(first, last_u, stride):
             r = rows[u]
-            if ahead > 0 and u + ahead * nthreads < len(rows):
-                q = rows[u + ahead * nthreads]
+            if ahead > 0 and u + ahead * stride < last_u:
+                q = rows[u + ahead * stride]
                 prefetch_row(W, q)
                 if mode != 2 and mode != 4:
                     prefetch_row(m, q)
