@@ -1,9 +1,10 @@
 """Software prefetch of weight rows the kernels will visit a few rows later.
 
-The row-walking kernels (sampled_output.py, adam.py) visit touched rows of matrices of hundreds of MB in increasing
-but scattered order, and each visit's work depends on the row it has just loaded, so the CPU waits for one row's
-memory at a time. Asking for the lines of a row a few rows ahead (llvm.prefetch, with intent to write, since the
-kernels update the rows they read) overlaps those waits. numba has no prefetch of its own, hence the intrinsic.
+The kernels that update rows (sampled_output.py's backward, adam.py's adam_rows) visit the touched rows of
+matrices of hundreds of MB in increasing but scattered order, and each visit's work depends on the row it has just
+loaded, so the CPU waits for one row's memory at a time. Asking for the lines of a row a few rows ahead
+(llvm.prefetch, with intent to write, since the kernels update the rows they read) overlaps those waits. numba has
+no prefetch of its own, hence the intrinsic.
 """
 
 from __future__ import annotations
