@@ -58,7 +58,7 @@ class RowParams(WithMoments):
     def __init__(self, W: np.ndarray, moments: str = "fp32", weights: str = "fp32") -> None:
         super().__init__(W, moments)
         self.W = to_bf16(W) if STORAGE_DTYPES[weights] == np.uint16 else W
-        self.slot = np.full(W.shape[0], -1, dtype=np.int32)
+        self.slot = np.zeros(W.shape[0], dtype=np.int32)  # group_by_row's scratch
 
     def _arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         return self.W, self.m, self.v

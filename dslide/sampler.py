@@ -100,7 +100,7 @@ class OutputSampler:
         self.in_dim = in_dim
         self.index: NeuronIndex | None = None  # the hash tables (mode "lsh"; init_tables builds them)
         self.marks = np.zeros((0, n), dtype=np.int8)  # select_active's scratch (_marks)
-        self.slot = np.full(n, -1, dtype=np.int32)
+        self.slot = np.zeros(n, dtype=np.int32)  # group_by_row's scratch
         self.frequent = np.zeros(0, dtype=np.int32)
 
     def set_frequent(self, label_counts: np.ndarray, owned: np.ndarray) -> None:

@@ -9,18 +9,20 @@ import pytest
 from dslide.kernels.adam import adam_rows, group_by_row
 
 
-def test_group_by_row_lists_each_rows_entries_in_row_order():
-    rng = np.random.default_rng(0)
-    entry_rows = rng.integers(0, 50, 300).astype(np.int32)
-    slot = np.full(50, -1, dtype=np.int32)
-    rows, ptr, perm = group_by_row(entry_rows, 50, slot, False)
-    assert (slot == -1).all()
-    np.testing.assert_array_equal(rows, np.unique(entry_rows))
-    for u, r in enumerate(rows):
-        np.testing.assert_array_equal(np.sort(perm[ptr[u] : ptr[u + 1]]), np.flatnonzero(entry_rows == r))
-    all_rows, all_ptr, _ = group_by_row(entry_rows, 50, slot, True)
-    np.testing.assert_array_equal(all_rows, np.arange(50))
-    np.testing.assert_array_equal(np.diff(all_ptr), np.bincount(entry_rows, minlength=50))
+@pytest.mark.parametrize("n_rows", [1, 63, 64, 65, 150])
+def test_group_by_row_lists_each_rows_entries_in_row_order(n_rows):
+    rng = np.random.default_rng(n_rows)
+    slot = rng.integers(-5, 10**6, n_rows).astype(np.int32)  # scratch: whatever it holds must not matter
+    for _draw in range(2):  # and it is reused from call to call
+        entry_rows = rng.integers(0, n_rows, 300).astype(np.int32)
+        rows, ptr, perm = group_by_row(entry_rows, n_rows, slot, False)
+        np.testing.assert_array_equal(rows, np.unique(entry_rows))
+        for u, r in enumerate(rows):
+            np.testing.assert_array_equal(perm[ptr[u] : ptr[u + 1]], np.flatnonzero(entry_rows == r))
+        all_rows, all_ptr, all_perm = group_by_row(entry_rows, n_rows, slot, True)
+        np.testing.assert_array_equal(all_rows, np.arange(n_rows))
+        np.testing.assert_array_equal(np.diff(all_ptr), np.bincount(entry_rows, minlength=n_rows))
+        np.testing.assert_array_equal(all_perm, np.argsort(entry_rows, kind="stable"))
 
 
 def bf16_neighbours(x):
