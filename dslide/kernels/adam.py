@@ -41,7 +41,7 @@ def group_by_row(
         # Touched rows in increasing order: walking memory in order is ~2x faster than random order
         # for matrices of hundreds of MB (fewer TLB misses, working prefetch). They are marked in a bitmap (84 KB
         # for 670,091 rows, which stays in the L2 cache) rather than in slot (2.6 MB, which the step's weight rows
-        # evict between batches): results/roofline/prefetch/README.md.
+        # evict between batches): results/roofline/select/README.md.
         touched = np.zeros((n_rows + 63) // 64, dtype=np.uint64)
         for r in entry_rows:
             touched[r >> 6] |= np.uint64(1) << np.uint64(r & 63)
