@@ -20,7 +20,7 @@ from numba import types
 from numba.extending import overload
 
 from dslide.kernels.bf16 import mix32, store, stored_at
-from dslide.kernels.prefetch import ROWS_AHEAD, prefetch_row
+from dslide.kernels.prefetch import prefetch_update
 
 
 @numba.njit(cache=True)
@@ -152,11 +152,7 @@ def adam_rows(
     for t in numba.prange(nthreads):
         g = scratch[t]
         for u in range(t, len(rows), nthreads):
-            if u + ROWS_AHEAD * nthreads < len(rows):
-                ahead = rows[u + ROWS_AHEAD * nthreads]
-                prefetch_row(W, ahead)
-                prefetch_row(m, ahead)
-                prefetch_row(v, ahead)
+            prefetch_update(W, m, v, rows, u, nthreads)
             for k in range(D):
                 g[k] = 0.0
             cs = 0.0

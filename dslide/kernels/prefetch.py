@@ -52,3 +52,14 @@ def prefetch_row(a, r) -> None:  # noqa: ANN001
         prefetch_for_write(a, r, k)
     # a row need not start on a line boundary, so its last element may sit on one more line
     prefetch_for_write(a, r, a.shape[1] - 1)
+
+
+@numba.njit(inline="always", cache=True)
+def prefetch_update(W, m, v, rows, u, stride) -> None:  # noqa: ANN001
+    """Ask for the rows of W and of its Adam moments m, v that a thread walking rows[u], rows[u + stride], ... will
+    update ROWS_AHEAD turns from now."""
+    ahead = u + ROWS_AHEAD * stride
+    if ahead < len(rows):
+        prefetch_row(W, rows[ahead])
+        prefetch_row(m, rows[ahead])
+        prefetch_row(v, rows[ahead])

@@ -20,7 +20,7 @@ import numpy as np
 
 from dslide.kernels.adam import adam_entry, adam_row, rounding_noise, rounding_salt
 from dslide.kernels.bf16 import stored_at
-from dslide.kernels.prefetch import ROWS_AHEAD, prefetch_row
+from dslide.kernels.prefetch import prefetch_update
 
 
 @numba.njit(parallel=True, fastmath=True, cache=True)
@@ -109,7 +109,7 @@ def output_backward_update(
 ) -> None:
     """Backward and lazy Adam of the output layer in one pass over the touched rows.
 
-    Each row is read once (and asked for ROWS_AHEAD rows early, kernels/prefetch.py): its entries give
+    Each row is read once (and asked for a few rows early, kernels/prefetch.py): its entries give
     dL/dz = (wt * p * sum(t) - t) / B, which feeds both this row's gradient (sum of dL/dz * h) and dL/dh (sum of
     dL/dz * W_old[row]). Work is split by row, so no two threads write the same weights; dL/dh goes to per-thread
     buffers.
@@ -132,11 +132,7 @@ def output_backward_update(
                 dh[b, k] = 0.0
         for u in range(t, len(rows), nthreads):
             r = rows[u]
-            if u + ROWS_AHEAD * nthreads < len(rows):
-                ahead = rows[u + ROWS_AHEAD * nthreads]
-                prefetch_row(W, ahead)
-                prefetch_row(m, ahead)
-                prefetch_row(v, ahead)
+            prefetch_update(W, m, v, rows, u, nthreads)
             for k in range(H):
                 g[k] = 0.0
             gb = np.float32(0.0)
