@@ -131,10 +131,12 @@ def _hidden(_ctx, _param, value: str) -> tuple[int, ...]:
 @click.option(
     "--hash",
     "family",
-    type=click.Choice(["dwta", "srp", "wta", "learned"]),
+    type=click.Choice(["dwta", "srp", "wta", "learned", "centroids"]),
     default=default("family"),
     show_default=True,
-    help="learned: sign bits of projections fitted during training (docs/lsh.md); give it --bits 12 to 14.",
+    help="learned: sign bits of projections fitted during training (docs/lsh.md); give it --bits 12 to 14. "
+    "centroids: an input's bucket is its nearest of 2**K k-means centroids of the inputs, filled with the neurons of "
+    "largest logit there (K: 8 by default; give it --tables 1).",
 )
 @click.option(
     "--bits",

@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-HashFamilyName = Literal["srp", "wta", "dwta", "learned"]
+HashFamilyName = Literal["srp", "wta", "dwta", "learned", "centroids"]
 
 
 @dataclass
@@ -24,7 +24,8 @@ class LSHConfig:
     bin_size: int = 8  # WTA/DWTA: coordinates compared per hash (log2(bin_size) bits each)
     learned_bits: int = 128  # learned: sign bits per vector that the tables sample K of (dslide/lsh/learned.py)
     srp_density: float = 1 / 3  # SimHash: fraction of nonzero +-1 entries per projection
-    bucket_capacity: int = 128  # neurons kept per bucket; extra ones evicted FIFO or by reservoir
+    bucket_capacity: int = 128  # neurons kept per bucket; extra ones evicted FIFO or by reservoir (centroids: the
+    # sampler sets it to the active set's floor over L, dslide/sampler.py)
     insertion: Literal["fifo", "reservoir"] = "fifo"
     code_layout: Literal["packed", "slide"] = "packed"  # slide: WTA/DWTA bucket ids as SLIDE's C++ computes them
 
@@ -35,6 +36,8 @@ def auto_bits(num_outputs: int, lsh: LSHConfig, target: int) -> int:
     active set's floor (SamplingConfig.min_active, 1,000), so the tables, not random padding, fill it. A code of
     WTA/DWTA has log2(bin_size) bits a hash; SimHash and learned hashes 1. With 1,000, L=50 and DWTA bins of 8:
     K=5 at 670,091 outputs (~1,000; ~1,100 measured), 4 at 235,055 (the real-text vocabulary), 3 at 40,000."""
+    if lsh.family == "centroids":  # K = log2 of the centroids a table: 256, fitted on 16 inputs each (centroids.py)
+        return min(8, lsh.range_pow)
     bits_a_hash = math.log2(lsh.bin_size) if lsh.family in ("wta", "dwta") else 1.0
     k = math.floor(math.log2(max(num_outputs * lsh.num_tables / target, 1.0)) / bits_a_hash + 1e-9)
     return max(1, min(k, 16, lsh.range_pow if lsh.family == "learned" else 16))

@@ -123,11 +123,15 @@ class OutputSampler:
 
     def resolved_lsh(self) -> LSHConfig:
         """The hash configuration with K chosen where it is None (auto_bits of every rank's neurons together, aimed
-        at the active set's floor): each rank's tables then return its share of the same total."""
-        if self.lsh_cfg.bits_per_table is not None:
-            return self.lsh_cfg
-        k = auto_bits(self.num_labels, self.lsh_cfg, target=self.cfg.min_active)
-        return replace(self.lsh_cfg, bits_per_table=k)
+        at the active set's floor): each rank's tables then return its share of the same total. Family centroids:
+        its buckets hold this rank's share of the floor over L (--bucket-capacity does not apply)."""
+        lsh = self.lsh_cfg
+        if lsh.family == "centroids":  # its L buckets of an input fill the floor together: this rank's share
+            lsh = replace(lsh, bucket_capacity=max(1, math.ceil(self.cfg.min_active * self.n / self.num_labels
+                                                                / lsh.num_tables)))  # fmt: skip
+        if lsh.bits_per_table is not None:
+            return lsh
+        return replace(lsh, bits_per_table=auto_bits(self.num_labels, lsh, target=self.cfg.min_active))
 
     def init_tables(self, weights: np.ndarray) -> None:
         """Hash functions and the first tables, from the initial weights (LSH mode only)."""

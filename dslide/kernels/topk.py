@@ -61,3 +61,52 @@ def row_topk_ids(scores: np.ndarray, k: int, out: np.ndarray) -> None:
             pos -= max(1, (len(sample) - pos))  # too few passed: widen the net
         order = np.argsort(-row[cand], kind="mergesort")[:k]
         out[b, : len(order)] = cand[order]
+
+
+@numba.njit(cache=True)
+def _keep_best(scores: np.ndarray, ids: np.ndarray, count: int, k: int) -> float:
+    """Reorder scores[:count], ids[:count] so their k largest scores come first; returns the k-th largest."""
+    order = np.argsort(-scores[:count], kind="mergesort")[:k]
+    kept_scores, kept_ids = scores[order], ids[order]
+    scores[:k] = kept_scores
+    ids[:k] = kept_ids
+    return kept_scores[k - 1]
+
+
+@numba.njit(parallel=True, cache=True)
+def fold_topk_rows(
+    block: np.ndarray, id_offset: int, bias: np.ndarray, skip: np.ndarray, k: int, cand_scores: np.ndarray,
+    cand_ids: np.ndarray, count: np.ndarray, threshold: np.ndarray,
+) -> None:  # fmt: skip
+    """Fold block (R, n), whose column j is neuron id_offset + j with logit block[r, j] + bias[id] for row r, into
+    each row's running candidates for its top k (cand_* (R, 2k): entries above threshold[r] are appended; a full
+    buffer keeps its k best and raises the threshold to the k-th). Neurons with skip[id] set are left out.
+    finish_topk_rows reads the result: one pass over the scores instead of a sort or a partition per chunk."""
+    n = block.shape[1]
+    for r in numba.prange(block.shape[0]):
+        thr, c = threshold[r], count[r]
+        row = block[r]
+        for j in range(n):
+            score = row[j] + bias[id_offset + j]
+            if score > thr and not skip[id_offset + j]:
+                if c == cand_scores.shape[1]:
+                    thr = _keep_best(cand_scores[r], cand_ids[r], c, k)
+                    c = k
+                    if score <= thr:
+                        continue
+                cand_scores[r, c] = score
+                cand_ids[r, c] = id_offset + j
+                c += 1
+        threshold[r], count[r] = thr, c
+
+
+@numba.njit(parallel=True, cache=True)
+def finish_topk_rows(cand_scores: np.ndarray, cand_ids: np.ndarray, count: np.ndarray, k: int,
+                        out: np.ndarray) -> None:  # fmt: skip
+    """out[r] = the ids of row r's k best candidates, best first (-1 past the candidates when fewer than k)."""
+    for r in numba.prange(out.shape[0]):
+        m = min(k, count[r])
+        if count[r] > 0:
+            _keep_best(cand_scores[r], cand_ids[r], count[r], m)
+        out[r, :m] = cand_ids[r, :m]
+        out[r, m:] = -1

@@ -8,19 +8,22 @@ redrawn or (learned.py, data-dependent) refitted.
 from __future__ import annotations
 
 from dslide.config import LSHConfig
+from dslide.lsh.centroids import QueryCentroids
 from dslide.lsh.dwta import DWTA
 from dslide.lsh.family import HashFamily
 from dslide.lsh.learned import LearnedHash
 from dslide.lsh.srp import SimHash
 from dslide.lsh.wta import WTA
 
-__all__ = ["DWTA", "WTA", "HashFamily", "LearnedHash", "SimHash", "make_family"]
+__all__ = ["DWTA", "WTA", "HashFamily", "LearnedHash", "QueryCentroids", "SimHash", "make_family"]
+FAMILIES = ("srp", "wta", "dwta", "learned", "centroids")
 
 
 def make_family(cfg: LSHConfig, dim: int, seed: int) -> HashFamily:
-    """The hash family cfg.family ("srp", "wta", "dwta" or "learned") for dim-dimensional vectors."""
-    if cfg.family not in ("srp", "wta", "dwta", "learned"):
-        raise ValueError(f"unknown hash family {cfg.family!r} (expected 'srp', 'wta', 'dwta' or 'learned')")
+    """The hash family cfg.family (one of FAMILIES) for dim-dimensional vectors; centroids fills buckets of
+    cfg.bucket_capacity neurons."""
+    if cfg.family not in FAMILIES:
+        raise ValueError(f"unknown hash family {cfg.family!r} (expected one of {', '.join(FAMILIES)})")
     K, L, R = cfg.bits_per_table, cfg.num_tables, cfg.range_pow
     if K is None:
         raise ValueError("bits_per_table is None: choose K first (dslide.config.auto_bits, as the sampler does)")
@@ -33,4 +36,4 @@ def make_family(cfg: LSHConfig, dim: int, seed: int) -> HashFamily:
         return DWTA(dim, K, L, R, bin_size=cfg.bin_size, seed=seed, slide_layout=slide)
     if cfg.family == "learned":
         return LearnedHash(dim, K, L, R, num_bits=cfg.learned_bits, seed=seed)
-    raise ValueError(f"unknown hash family {cfg.family!r} (expected 'srp', 'wta', 'dwta' or 'learned')")
+    return QueryCentroids(dim, K, L, R, bucket_size=cfg.bucket_capacity, seed=seed)

@@ -21,13 +21,11 @@ from dslide.lsh.schedule import RebuildSchedule
 from dslide.lsh.tables import LSHTables
 from dslide.top_logits import top_logits
 
-# A learned hash family (dslide/lsh/learned.py) is fitted on the latest FIT_QUERIES training inputs (the first
-# QUERIES_PER_STEP of every batch) paired with the FIT_POSITIVES neurons of this rank that give each the largest
-# logits, the always-active frequent neurons left out: those are the neurons the tables must find.
-FIT_QUERIES = 256
-QUERIES_PER_STEP = 8
+# A learned family (learned.py, centroids.py) is fitted on the latest `family.fit_queries` training inputs (the
+# first `family.queries_per_step` of every batch); learned.py's also on the FIT_POSITIVES neurons of this rank that
+# give each the largest logits, the always-active frequent neurons left out: those are the neurons the tables must
+# find.
 FIT_POSITIVES = 5
-FIRST_FIT_ITERS, REFIT_ITERS = 200, 50
 
 
 @dataclass
@@ -43,11 +41,16 @@ class IndexStats:
     buckets: dict[str, float] = field(default_factory=dict)  # occupancy after the latest rebuild
 
 
-def bucket_occupancy(offsets: np.ndarray, num_neurons: int, capacity: int) -> dict[str, float]:
-    """Sizes of the non-empty buckets (mean, p95), the share of them at capacity and of neurons dropped."""
+def bucket_occupancy(
+    offsets: np.ndarray, num_neurons: int, capacity: int, filled_ids: np.ndarray | None = None
+) -> dict[str, float]:
+    """Sizes of the non-empty buckets (mean, p95), the share of them at capacity and of (neuron, table) pairs
+    dropped: for tables filled bucket by bucket (filled_ids: their ids), the pairs in no bucket of the table."""
     sizes = np.diff(offsets, axis=1).ravel()
     used = sizes[sizes > 0]
     kept = int(offsets[:, -1].sum())
+    if filled_ids is not None:
+        kept = sum(len(np.unique(filled_ids[t, : offsets[t, -1]])) for t in range(offsets.shape[0]))
     total = num_neurons * offsets.shape[0]
     return {
         "bucket_fill_mean": float(used.mean()) if len(used) else 0.0,
@@ -78,8 +81,9 @@ class NeuronIndex:
         if schedule.trigger == "drift":
             self.drift = DriftMonitor(n, schedule.drift_rows, schedule.drift_threshold, schedule.drift_check_every,
                                       hash_seed)  # fmt: skip
-        self.queries = np.zeros((FIT_QUERIES, in_dim), dtype=np.float32)  # ring buffer for a learned family
+        self.queries = np.zeros((getattr(self.family, "fit_queries", 0), in_dim), dtype=np.float32)  # a ring buffer
         self.queries_seen = 0
+        self.exclude = np.zeros(0, dtype=np.int32)  # the always-active neurons (the sampler's frequent ones)
 
     @property
     def learns_hashes(self) -> bool:
@@ -89,19 +93,27 @@ class NeuronIndex:
         """(codes, offsets, ids): each input's bucket in each table, and the tables."""
         return self.family.hash_queries(h), self.tables.offsets, self.tables.ids
 
-    def rebuild(self, weights: np.ndarray) -> None:
+    @property
+    def fills_buckets(self) -> bool:
+        """Whether the family ranks neurons into its buckets (centroids.py) instead of hashing them."""
+        return hasattr(self.family, "fill")
+
+    def rebuild(self, weights: np.ndarray, bias: np.ndarray | None = None) -> None:
         """Re-hash every neuron's weight vector into fresh tables (a fitted learned family's bit thresholds are
-        first re-centred on the current weights and inputs, so buckets stay balanced as the weights move)."""
+        first re-centred on the current weights and inputs, so buckets stay balanced as the weights move), or, for
+        a family that fills its buckets, rank the neurons at each bucket's centroid (their logits: bias included)."""
         t0 = time.perf_counter()
-        if self.learns_hashes and self.family.fits > 0 and self.queries_seen > 0:
-            stride = max(1, len(weights) // 16384)
-            self.family.set_thresholds(
-                self.queries[: min(self.queries_seen, FIT_QUERIES)], as_float32(weights[::stride])
-            )
-        self.tables.rebuild(self.family, weights, self.hash_seed + self.redraws)
+        if self.fills_buckets:
+            self.tables.fill(self.family.fill(weights, bias, self.exclude))
+        else:
+            if self.learns_hashes and self.family.fits > 0 and self.queries_seen > 0:
+                stride = max(1, len(weights) // 16384)
+                self.family.set_thresholds(self.buffered_queries(), as_float32(weights[::stride]))
+            self.tables.rebuild(self.family, weights, self.hash_seed + self.redraws)
         self.stats.rebuild_seconds += time.perf_counter() - t0
         self.stats.rebuilds += 1
-        self.stats.buckets = bucket_occupancy(self.tables.offsets, self.n, self.lsh_cfg.bucket_capacity)
+        self.stats.buckets = bucket_occupancy(self.tables.offsets, self.n, self.lsh_cfg.bucket_capacity,
+                                              self.tables.ids if self.fills_buckets else None)  # fmt: skip
         if self.drift is not None:
             self.drift.rebuilt(self.family, weights)
 
@@ -110,23 +122,24 @@ class NeuronIndex:
         (trigger "drift"). A learned family is fitted instead of redrawn, and once more at the first rebuild step
         N0 (its random start is a poor SimHash); bias: this rank's output biases; exclude: the always-active
         neurons, which a learned family need not find."""
+        self.exclude = exclude
         if step == 0:
             return
         if self.learns_hashes and (step == self.schedule_cfg.rebuild_first or self.schedule.should_redraw(step)):
             self.fit_family(weights, bias, step, exclude)
-            self.rebuild(weights)
+            self.rebuild(weights, bias)
         elif self.schedule.should_redraw(step):
             self.redraws += 1
             self.family.redraw(self.hash_seed + 104_729 * self.redraws)
-            self.rebuild(weights)
+            self.rebuild(weights, bias)
         elif self.drift is not None:
             t0 = time.perf_counter()
             rebuild = self.drift.should_rebuild(step, self.family, weights)
             self.stats.drift_seconds += time.perf_counter() - t0
             if rebuild:
-                self.rebuild(weights)
+                self.rebuild(weights, bias)
         elif self.schedule.should_rebuild(step):
-            self.rebuild(weights)
+            self.rebuild(weights, bias)
 
     # -- learned hash functions ------------------------------------------------------------------------
 
@@ -134,22 +147,27 @@ class NeuronIndex:
         """Keep the first inputs of a training batch in the ring buffer a learned family is fitted on."""
         if not self.learns_hashes:
             return
-        for row in h[:QUERIES_PER_STEP]:
-            self.queries[self.queries_seen % FIT_QUERIES] = row
+        for row in h[: self.family.queries_per_step]:
+            self.queries[self.queries_seen % len(self.queries)] = row
             self.queries_seen += 1
+
+    def buffered_queries(self) -> np.ndarray:
+        return self.queries[: min(self.queries_seen, len(self.queries))]
 
     def fit_family(self, weights: np.ndarray, bias: np.ndarray | None, step: int, exclude: np.ndarray) -> None:
         """Fit the learned family on the buffered inputs and their largest-logit neurons (none: keep it)."""
-        n = min(self.queries_seen, FIT_QUERIES)
-        if n == 0:
+        queries = self.buffered_queries()
+        if len(queries) == 0:
             return
         t0 = time.perf_counter()
-        queries = self.queries[:n]
-        _, positives = top_logits(queries, weights, bias, FIT_POSITIVES, exclude=exclude)
-        iters = FIRST_FIT_ITERS if self.family.fits == 0 else REFIT_ITERS  # later fits start from the last one
+        positives = None
+        if self.family.fit_uses_positives:
+            positives = top_logits(queries, weights, bias, FIT_POSITIVES, exclude=exclude)[1]
+        first, later = self.family.fit_iters
         # a fit reads rows all over the matrix: bfloat16 weights are widened whole, once a fit (every M steps)
-        fit = self.family.fit(queries, positives, as_float32(weights), seed=(self.hash_seed * 7919 + step) % (2**63),
-                              iters=iters)  # fmt: skip
+        fit = self.family.fit(queries, positives, as_float32(weights) if positives is not None else weights,
+                              seed=(self.hash_seed * 7919 + step) % (2**63), iters=first if self.family.fits == 0
+                              else later)  # fmt: skip
         self.stats.fit_seconds += time.perf_counter() - t0
         self.stats.fits += 1
         self.stats.fits_rejected += not fit["kept"]

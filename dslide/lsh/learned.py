@@ -27,6 +27,13 @@ from dslide.lsh._params import as_rows, check_shape, rng
 class LearnedHash:
     """L tables of K bits each, read from m learned sign bits; hash() for neurons, hash_queries() for inputs."""
 
+    # fitted on the latest fit_queries training inputs (the first queries_per_step of every batch), paired with
+    # the neurons of largest logit for each (fit_uses_positives): the index (dslide/lsh/index.py) keeps them
+    fit_queries = 256
+    queries_per_step = 8
+    fit_uses_positives = True
+    fit_iters = (200, 50)  # Adam steps of the first fit and of later ones (which start from the last)
+
     def __init__(
         self, dim: int, bits_per_table: int, num_tables: int, range_pow: int, num_bits: int = 128, seed: int = 0
     ) -> None:

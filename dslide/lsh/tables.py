@@ -62,6 +62,25 @@ class LSHTables:
             transpose_codes(chunk, codes_t, start)
         self._build_transposed(codes_t, seed)
 
+    def fill(self, buckets: np.ndarray) -> None:
+        """Tables given bucket by bucket (a family that ranks neurons instead of hashing them, centroids.py):
+        bucket c of table t holds buckets[t, c]'s ids in order, negative ids left out; buckets past C are empty.
+        A neuron may sit in several buckets of a table or in none, so ids is (L, at most C * M), not (L, N)."""
+        buckets = np.asarray(buckets)
+        tables, used = buckets.shape[:2] if buckets.ndim == 3 else (-1, -1)
+        if buckets.ndim != 3 or tables != self.num_tables or used > 2**self.range_pow:
+            raise ValueError(
+                f"buckets must have shape ({self.num_tables}, <= 2**{self.range_pow}, M), got {buckets.shape}"
+            )
+        sizes = (buckets >= 0).sum(axis=2)
+        self.offsets[:] = 0
+        np.cumsum(sizes, axis=1, out=self.offsets[:, 1 : used + 1])
+        self.offsets[:, used + 1 :] = self.offsets[:, used : used + 1]
+        self.ids = np.zeros((tables, int(self.offsets[:, -1].max(initial=0))), dtype=np.int32)
+        for t in range(tables):
+            kept = buckets[t][buckets[t] >= 0]  # row-major: bucket by bucket, each in its given order
+            self.ids[t, : len(kept)] = kept
+
     def _check_codes(self, codes: np.ndarray) -> np.ndarray:
         codes = np.ascontiguousarray(codes, dtype=np.int32)
         if codes.ndim != 2 or codes.shape[1] != self.num_tables:

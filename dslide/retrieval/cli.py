@@ -67,9 +67,10 @@ def inspect(run_dir, train_path, dataset, data_dir, pointer, points, as_json) ->
 )
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), help="Also write the records (JSON lines) here.")
 def compare(run_dir, train_path, dataset, data_dir, pointer, queries, draws, out_path) -> None:
-    """DWTA, SLIDE's DWTA bucket ids and learned hashes side by side on RUN_DIR's trained network (one rank):
-    neurons retrieved against recall of the exact top-5 logits, with a no-hashing control (the neurons of
-    largest output bias, as many as DWTA retrieves) (docs/lsh.md)."""
+    """DWTA, SLIDE's DWTA bucket ids, learned hashes and input centroids side by side on RUN_DIR's trained network
+    (one rank): neurons retrieved against recall of the exact top-5 logits, with a no-hashing control (the neurons
+    of largest output bias, as many as DWTA retrieves) and the share of the retrieved among the 1,000 most popular
+    (docs/lsh.md)."""
     import json
 
     import numpy as np
@@ -77,7 +78,7 @@ def compare(run_dir, train_path, dataset, data_dir, pointer, queries, draws, out
     from dslide.comm import Communicator
     from dslide.data.xc_format import load_dataset
     from dslide.retrieval.compare_families import compare as compare_families
-    from dslide.retrieval.compare_families import learned_over_dwta, shortlist_over_dwta
+    from dslide.retrieval.compare_families import learned_over_dwta, over_dwta
 
     train_path, _ = train_test_paths(Communicator(), dataset, data_dir, train_path, None, need_test=False)
     records = []
@@ -86,14 +87,15 @@ def compare(run_dir, train_path, dataset, data_dir, pointer, queries, draws, out
         seed = f" seed {rec['seed']}" if rec["seed"] is not None else ""
         click.echo(f"draw {rec['draw']} {rec['family']:14s} {rec['code_layout']:6s} K={rec['K']:<3d}{seed:8s} "
                    f"retrieved {rec['retrieved_mean']:8,.0f}  recall top-5 {rec['recall_top5']:.4f}  "
-                   f"tail top-5 {rec['recall_tail_top5']:.4f}")  # fmt: skip
+                   f"tail top-5 {rec['recall_tail_top5']:.4f}  popular {rec['popular_share']:.3f}")  # fmt: skip
     for K, ratios in sorted(learned_over_dwta(records).items()):
         click.echo(f"learned K={K}: tail top-5 recall / DWTA's at the same count (computed), median of {len(ratios)} "
                    f"fits {np.median(ratios):.2f}, range {min(ratios):.2f}-{max(ratios):.2f}")  # fmt: skip
-    for K, ratios in sorted(shortlist_over_dwta(records).items()):
-        click.echo(
-            f"bias shortlist at DWTA K={K}'s count: tail top-5 recall / DWTA's (computed), median of "
-            f"{len(ratios)} draws {np.median(ratios):.2f}, range {min(ratios):.2f}-{max(ratios):.2f}"
-        )
+    for family, label in (("bias-shortlist", "bias shortlist"), ("centroids", "centroids")):
+        for K, ratios in sorted(over_dwta(records, family).items()):
+            click.echo(
+                f"{label} at DWTA K={K}'s count: tail top-5 recall / DWTA's (computed), median of "
+                f"{len(ratios)} draws {np.median(ratios):.2f}, range {min(ratios):.2f}-{max(ratios):.2f}"
+            )
     if out_path:
         atomic_write_text(Path(out_path), "".join(json.dumps(r) + "\n" for r in records))

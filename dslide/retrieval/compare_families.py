@@ -9,6 +9,10 @@ no padding), recall of the exact top-5 logits, recall of the top-5 among the neu
 A control with no hashing at all rides along: the same number of neurons as each DWTA K retrieves, taken from the
 top of the output biases (label popularity: the biases start at log label frequency), one list for every input.
 Learned families are fitted on other training inputs (their positives: the tail top-5), once per seed and draw.
+The centroids family (k-means of CENTROID_FIT_QUERIES other training inputs, one table, buckets filled with the
+neurons of largest logit at each centroid) is given each DWTA K's retrieved count as its bucket size, so it
+retrieves exactly as many. Every record also gives the share of the retrieved neurons that are among the
+POPULAR_TOP most popular (the bias list's head): a family can only recall by learning popularity if that is high.
 Recall is only comparable at equal retrieved counts: compare a family with the others' curves, not a single
 point (learned_over_dwta does, for the learned fits).
 """
@@ -25,12 +29,13 @@ import numba
 import numpy as np
 
 from dslide.comm import Communicator
+from dslide.config import LSHConfig, auto_bits
 from dslide.data.dataset import SparseDataset
 from dslide.kernels.bf16 import as_float32
 from dslide.kernels.sampling import active_upper_bounds, compact, select_active
 from dslide.lsh import make_family
 from dslide.lsh.family import HashFamily
-from dslide.lsh.index import FIT_QUERIES
+from dslide.lsh.learned import LearnedHash
 from dslide.lsh.tables import LSHTables
 from dslide.network import Batch, Network
 from dslide.sampler import in_rows
@@ -46,10 +51,10 @@ ARMS: tuple[tuple[str, str, tuple[int, ...]], ...] = (
 )
 
 
-def retrieved_sets(family: HashFamily, tables: LSHTables, h: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """CSR (ptr, ids) of the neurons each row of h retrieves: the union of its L buckets."""
+def retrieved_sets(family: HashFamily, tables: LSHTables, h: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """CSR (ptr, ids) of the neurons (of n) each row of h retrieves: the union of its L buckets."""
     codes = family.hash_queries(h)
-    B, n = h.shape[0], tables.ids.shape[1]
+    B = h.shape[0]
     lab_ptr = np.zeros(B + 1, dtype=np.int64)
     ub = active_upper_bounds(codes, tables.offsets, lab_ptr, 0, 0, 0, n)
     buf_ptr = np.zeros(B + 1, dtype=np.int64)
@@ -66,6 +71,11 @@ def retrieved_sets(family: HashFamily, tables: LSHTables, h: np.ndarray) -> tupl
 def recall(ptr: np.ndarray, ids: np.ndarray, top: np.ndarray) -> float:
     """Share of the entries of top (B, k) found in their row's retrieved set."""
     return float(in_rows(ptr, ids, top, max(int(ids.max(initial=0)), int(top.max(initial=0))) + 1).mean())
+
+
+FIT_QUERIES = LearnedHash.fit_queries  # as many inputs as training fits the learned family on
+CENTROID_FIT_QUERIES = 4096  # QueryCentroids.inputs_per_centroid (16) x its default 256 centroids
+POPULAR_TOP = 1000
 
 
 def compare(
@@ -93,12 +103,17 @@ def compare(
         return np.ascontiguousarray(full[-1])
 
     shortlist = popular_first(bias, frequent)  # the no-hashing control: the same for every draw
+    popular = np.zeros(len(W), dtype=bool)
+    popular[shortlist[:POPULAR_TOP]] = True
     for draw in range(draws):
         # draw 0 keeps the rows of records made before draws existed
         key = [int(meta["global_step"]), 11] + ([draw] if draw else [])
         order = np.random.default_rng(key).permutation(len(train_ds))
         fit_rows, probe_rows = np.sort(order[:FIT_QUERIES]), np.sort(order[FIT_QUERIES : FIT_QUERIES + queries])
+        # the centroids' fit inputs come after the rows older records used (then the learned fits', never probes)
+        rest = np.concatenate([order[FIT_QUERIES + queries :], order[:FIT_QUERIES]])
         h_fit, h_probe = hidden(fit_rows), hidden(probe_rows)
+        h_centroid_fit = hidden(np.sort(rest[:CENTROID_FIT_QUERIES]))
         top_all = top_logits(h_probe, W, bias, 5)[1]
         top_tail = top_logits(h_probe, W, bias, 5, exclude=frequent)[1]
         positives = top_logits(h_fit, W, bias, 5, exclude=frequent)[1]
@@ -123,17 +138,54 @@ def compare(
                         fit_s = time.perf_counter() - t0
                     tables = LSHTables(lsh.num_tables, lsh.range_pow, lsh.bucket_capacity, lsh.insertion)
                     tables.rebuild(family, W)
-                    ptr, ids = retrieved_sets(family, tables, h_probe)
+                    ptr, ids = retrieved_sets(family, tables, h_probe, len(W))
                     count = float(np.diff(ptr).mean())
                     yield {**base, "family": name, "code_layout": layout, "K": K, "seed": seed, "fit_s": fit_s,
                            "retrieved_mean": count, "recall_top5": recall(ptr, ids, top_all),
-                           "recall_tail_top5": recall(ptr, ids, top_tail)}  # fmt: skip
+                           "recall_tail_top5": recall(ptr, ids, top_tail),
+                           "popular_share": float(popular[ids].mean()) if len(ids) else 0.0}  # fmt: skip
                     if name == "dwta" and layout == "packed":  # the no-hashing control at this count
                         same = shortlist[: round(count)]
                         yield {**base, "family": "bias-shortlist", "code_layout": "none", "K": K, "seed": None,
                                "fit_s": 0.0, "retrieved_mean": float(len(same)),
                                "recall_top5": float(np.isin(top_all, same).mean()),
-                               "recall_tail_top5": float(np.isin(top_tail, same).mean())}  # fmt: skip
+                               "recall_tail_top5": float(np.isin(top_tail, same).mean()),
+                               "popular_share": float(popular[same].mean())}  # fmt: skip
+                        yield {**base, **centroid_arm(cfg, W, bias, frequent, h_centroid_fit, h_probe, round(count),
+                                                      top_all, top_tail, popular), "K": K}  # fmt: skip
+
+
+def centroid_arm(
+    cfg: LSHConfig, W: np.ndarray, bias: np.ndarray, frequent: np.ndarray, h_fit: np.ndarray, h_probe: np.ndarray,
+    size: int, top_all: np.ndarray, top_tail: np.ndarray, popular: np.ndarray,
+) -> dict[str, Any]:  # fmt: skip
+    """The centroids family with one table of its default number of centroids (256 unless R is smaller) fitted on
+    h_fit, buckets of `size` neurons: its record fields (family "centroids", the fit and fill seconds in fit_s)."""
+    lsh = dataclasses.replace(cfg, family="centroids", num_tables=1, bucket_capacity=size)
+    lsh = dataclasses.replace(lsh, bits_per_table=auto_bits(len(W), lsh, size))
+    family = make_family(lsh, W.shape[1], 1)
+    t0 = time.perf_counter()
+    family.fit(h_fit, None, W, seed=3)
+    tables = LSHTables(lsh.num_tables, lsh.range_pow, lsh.bucket_capacity, lsh.insertion)
+    tables.fill(family.fill(W, bias, frequent))
+    fit_s = time.perf_counter() - t0
+    ptr, ids = retrieved_sets(family, tables, h_probe, len(W))
+    return {"family": "centroids", "code_layout": "filled", "seed": 3, "fit_s": fit_s,
+            "retrieved_mean": float(np.diff(ptr).mean()), "recall_top5": recall(ptr, ids, top_all),
+            "recall_tail_top5": recall(ptr, ids, top_tail),
+            "popular_share": float(popular[ids].mean()) if len(ids) else 0.0}  # fmt: skip
+
+
+def over_dwta(records: list[dict[str, Any]], family: str) -> dict[int, list[float]]:
+    """Per DWTA K, a family's tail top-5 recall over DWTA's at the same count in the same draw (its records carry
+    the K whose count they match: the bias shortlist and the centroids)."""
+    dwta = {(r["draw"], r["K"]): r["recall_tail_top5"] for r in records
+            if r["family"] == "dwta" and r["code_layout"] == "packed"}  # fmt: skip
+    out: dict[int, list[float]] = {}
+    for r in records:
+        if r["family"] == family:
+            out.setdefault(r["K"], []).append(r["recall_tail_top5"] / max(dwta[r["draw"], r["K"]], 1e-9))
+    return out
 
 
 def popular_first(bias: np.ndarray, frequent: np.ndarray) -> np.ndarray:
@@ -164,10 +216,4 @@ def learned_over_dwta(records: list[dict[str, Any]]) -> dict[int, list[float]]:
 
 def shortlist_over_dwta(records: list[dict[str, Any]]) -> dict[int, list[float]]:
     """Per DWTA K, the bias shortlist's tail top-5 recall over DWTA's at the same count, one ratio per draw."""
-    dwta = {(r["draw"], r["K"]): r["recall_tail_top5"] for r in records
-            if r["family"] == "dwta" and r["code_layout"] == "packed"}  # fmt: skip
-    out: dict[int, list[float]] = {}
-    for r in records:
-        if r["family"] == "bias-shortlist":
-            out.setdefault(r["K"], []).append(r["recall_tail_top5"] / max(dwta[r["draw"], r["K"]], 1e-9))
-    return out
+    return over_dwta(records, "bias-shortlist")

@@ -16,6 +16,9 @@ Arms (all on one node, the same threads):
 - drift:    the defaults with drift-triggered rebuilds (threshold 0.1): the fastest fixed-hash arm measured
 - learned:  learned hash functions (`--hash learned --bits 14`, dslide/lsh/learned.py), drift-triggered rebuilds
 - learned-refit: the same, refitted every 200 steps (threshold 0.2): the reproduction's learned-hash arm
+- centroids: one table of 256 k-means centroids of the inputs, each bucket the neurons of largest logit at its
+            centroid (`--hash centroids --tables 1`, dslide/lsh/centroids.py), refilled on SLIDE's schedule
+- centroids-drift: the same, refilled when the drift monitor's share reaches 0.1
 
 Figures: P@1 and train_seconds are *measured* (clocks; evaluation time excluded); the target is 90% of the
 best epoch-end P@1 any arm reached, and an arm's time to it is the first held-out evaluation at or above it
@@ -48,7 +51,10 @@ ARMS: dict[str, list[str]] = {
     "drift": ["--rebuild-trigger", "drift", "--drift-threshold", "0.1"],
     "learned": ["--hash", "learned", "--bits", "14", "--rebuild-trigger", "drift", "--drift-threshold", "0.1"],
     "learned-refit": list(LEARNED_HASH_ARGS),
-}
+    "centroids": ["--hash", "centroids", "--tables", "1"],
+    "centroids-drift": ["--hash", "centroids", "--tables", "1", "--rebuild-trigger", "drift", "--drift-threshold",
+                        "0.1"],
+}  # fmt: skip
 EVALS_PER_EPOCH = 4
 TARGET_SHARE = 0.9
 

@@ -93,16 +93,19 @@ def test_train_writes_the_metrics_contract_and_learns(files, learned, tmp_path):
 
 
 LEARNED = ("--hash", "learned", "--bits", "4", "--learned-bits", "16", "--redraw-every", "7")
+CENTROIDS = ("--hash", "centroids", "--bits", "3", "--tables", "1", "--redraw-every", "7")
 
 
-@pytest.mark.parametrize("trigger", ["fixed", "drift", "learned", "bf16-moments", "bf16-weights"])
+@pytest.mark.parametrize("trigger", ["fixed", "drift", "learned", "centroids", "bf16-moments", "bf16-weights"])
 def test_resume_gives_the_same_result_as_an_uninterrupted_run(files, learned, tmp_path, trigger):
-    """With "learned", the hash functions are fitted at step 5 and every 7 steps (the fit's input buffer is
-    checkpointed). With bfloat16 Adam moments (and weights), the checkpoint holds them as uint16 and their stochastic
-    rounding, drawn from the entry and the step, repeats exactly after the resume; the model still learns."""
+    """With "learned" and "centroids", the family is fitted at step 5 and every 7 steps (the fit's input buffer is
+    checkpointed; the centroids' tables are filled, not hashed). With bfloat16 Adam moments (and weights), the
+    checkpoint holds them as uint16 and their stochastic rounding, drawn from the entry and the step, repeats
+    exactly after the resume; the model still learns."""
     whole, parts = tmp_path / "whole", tmp_path / "parts"
     bf16 = {"bf16-moments": ("--moments", "bf16"), "bf16-weights": ("--moments", "bf16", "--weights", "bf16")}
-    rebuilds = {"learned": LEARNED, **bf16}.get(trigger, ("--rebuild-trigger", trigger, "--drift-threshold", "0.02"))
+    fitted = {"learned": LEARNED, "centroids": CENTROIDS}
+    rebuilds = {**fitted, **bf16}.get(trigger, ("--rebuild-trigger", trigger, "--drift-threshold", "0.02"))
     subprocess.run(train_cmd(files, whole, "--epochs", "2", *rebuilds), check=True, env=env(), timeout=600)
     # Stop mid-epoch (SIGKILL after a checkpoint exists), then resume to the end.
     proc = subprocess.Popen(train_cmd(files, parts, "--epochs", "2", "--checkpoint-every", "3", *rebuilds), env=env())
@@ -117,12 +120,12 @@ def test_resume_gives_the_same_result_as_an_uninterrupted_run(files, learned, tm
     assert [m["p@1"] for m in ma] == [m["p@1"] for m in mb]
     assert [m["loss"] for m in ma] == pytest.approx([m["loss"] for m in mb], rel=1e-6)
     assert ("lsh_drift" in ma[-1]) == (trigger == "drift")
-    assert (ma[0]["hash_fits"] + ma[1]["hash_fits"] >= 2) == (trigger == "learned")
+    assert (ma[0]["hash_fits"] + ma[1]["hash_fits"] >= 2) == (trigger in fitted)
     moment_types = {a[key].dtype for key in a if key.endswith((".m", ".v")) and a[key].ndim == 2}
     assert moment_types == ({np.dtype(np.uint16)} if trigger in bf16 else {np.dtype(np.float32)})
     weight_types = {a[key].dtype for key in a if key.endswith(".W") and a[key].ndim == 2}
     assert weight_types == ({np.dtype(np.uint16)} if trigger == "bf16-weights" else {np.dtype(np.float32)})
-    if trigger in bf16:
+    if trigger in bf16 or trigger == "centroids":
         assert ma[-1]["p@1"] > learned
 
 

@@ -71,27 +71,34 @@ def test_compare_prints_and_writes_the_same_records_and_the_shortlist_ratios(run
                      out_path).splitlines()  # fmt: skip
     records = [json.loads(line) for line in out_path.read_text().splitlines()]
     draw_lines = [line for line in printed if line.startswith("draw ")]
-    assert len(draw_lines) == len(records) == 2 * 7  # DWTA K=4,5,6 each with its shortlist, SLIDE's K=6; 2 draws
+    # DWTA K=4,5,6 each with its shortlist and centroids at its count, SLIDE's K=6; 2 draws
+    assert len(draw_lines) == len(records) == 2 * 10
     assert {r["draw"] for r in records} == {0, 1} and {r["queries"] for r in records} == {40}
     for line, r in zip(draw_lines, records, strict=True):
-        m = re.fullmatch(r"draw (\d) (\S+) +(\S+) +K=(\d+) +retrieved +([\d,]+)  recall top-5 ([\d.]+)  tail top-5 "
-                         r"([\d.]+)", line)  # fmt: skip
+        m = re.fullmatch(r"draw (\d) (\S+) +(\S+) +K=(\d+) +(?:seed \d+ +)?retrieved +([\d,]+)  recall top-5 ([\d.]+)  "
+                         r"tail top-5 ([\d.]+)  popular ([\d.]+)", line)  # fmt: skip
         assert m, line
         assert (int(m[1]), m[2], m[3], int(m[4])) == (r["draw"], r["family"], r["code_layout"], r["K"])
         assert int(m[5].replace(",", "")) == round(r["retrieved_mean"])
         assert float(m[6]) == pytest.approx(r["recall_top5"], abs=5e-5)
         assert float(m[7]) == pytest.approx(r["recall_tail_top5"], abs=5e-5)
-    summary = [line for line in printed if line.startswith("bias shortlist at DWTA")]
-    assert len(summary) == 3
-    for K, line in zip((4, 5, 6), summary, strict=True):
-        dwta = {r["draw"]: r["recall_tail_top5"] for r in records
-                if (r["family"], r["code_layout"], r["K"]) == ("dwta", "packed", K)}  # fmt: skip
-        short = {r["draw"]: r["recall_tail_top5"] for r in records if r["family"] == "bias-shortlist" and r["K"] == K}
-        assert all(v > 0 for v in dwta.values())
-        ratios = [short[d] / dwta[d] for d in (0, 1)]
-        median, low, high = statistics.median(ratios), min(ratios), max(ratios)
-        assert line == (f"bias shortlist at DWTA K={K}'s count: tail top-5 recall / DWTA's (computed), median of 2 "
-                        f"draws {median:.2f}, range {low:.2f}-{high:.2f}")  # fmt: skip
+        assert float(m[8]) == pytest.approx(r["popular_share"], abs=5e-4) and 0 <= r["popular_share"] <= 1
+        if r["family"] == "centroids":  # as many as DWTA retrieved at its K: one table, buckets of that size
+            dwta_count = next(d["retrieved_mean"] for d in records if d["family"] == "dwta" and d["K"] == r["K"]
+                              and d["draw"] == r["draw"] and d["code_layout"] == "packed")  # fmt: skip
+            assert r["retrieved_mean"] <= round(dwta_count)
+    for family, label in (("bias-shortlist", "bias shortlist"), ("centroids", "centroids")):
+        summary = [line for line in printed if line.startswith(f"{label} at DWTA")]
+        assert len(summary) == 3
+        for K, line in zip((4, 5, 6), summary, strict=True):
+            dwta = {r["draw"]: r["recall_tail_top5"] for r in records
+                    if (r["family"], r["code_layout"], r["K"]) == ("dwta", "packed", K)}  # fmt: skip
+            other = {r["draw"]: r["recall_tail_top5"] for r in records if r["family"] == family and r["K"] == K}
+            assert all(v > 0 for v in dwta.values())
+            ratios = [other[d] / dwta[d] for d in (0, 1)]
+            median, low, high = statistics.median(ratios), min(ratios), max(ratios)
+            assert line == (f"{label} at DWTA K={K}'s count: tail top-5 recall / DWTA's (computed), median of 2 "
+                            f"draws {median:.2f}, range {low:.2f}-{high:.2f}")  # fmt: skip
     assert not [line for line in printed if line.startswith("learned K=")]  # K >= 12 does not fit 6-bit bucket ids
 
 

@@ -1,0 +1,179 @@
+"""Learned buckets for the layer's inputs: k-means centroids of the inputs, each bucket filled with the neurons of
+largest logit at its centroid (`--hash centroids`).
+
+A hash family learned from data needs two things: a query side that sends similar inputs to the same bucket, and
+a bucket that holds the neurons those inputs need. The sign-bit families (srp.py, learned.py) and WTA/DWTA hash
+both sides with one function, hoping that a neuron whose weight vector lands in an input's bucket has a large
+inner product with it; on dense ReLU inputs and trained weights that hope is weak (docs/lsh.md, "What the
+families retrieve"). Here the two sides are asymmetric (as in ALSH, Shrivastava & Li 2014):
+
+- query side: table t's hash of an input is the nearest of its C = 2**K centroids (k-means hashing: vector
+  quantisation as a learned hash, e.g. He, Wen & Sun, CVPR 2013); the centroids are fitted by k-means on the
+  layer's latest training inputs;
+- neuron side: bucket c of table t holds the M neurons with the largest logit w . mu_c + b at its centroid (the
+  frequent neurons, active for every input anyway, left out), computed exactly by one matrix product of the
+  centroids with the weights (dslide/top_logits.py). A neuron can sit in several buckets of a table, or in none.
+
+An input then retrieves exactly what perfect retrieval would return for the centre of its cluster. L tables are L
+k-means fits from different starting centroids; their buckets' union is the input's set. M is the active set's
+floor shared among the tables (the sampler sets it: ceil(min_active / L), this rank's share), so the tables fill
+the active set at any number of outputs. hash(neurons) exists for the drift monitor only: a neuron's code is the
+centroid it answers most strongly (argmax_c w . mu_c), which moves when the weights move relative to the inputs.
+
+Before the first fit the centroids are random non-negative vectors (the inputs are ReLU outputs), so every input
+meets roughly the same buckets: the neurons of largest bias, label popularity as the network holds it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dslide.kernels.bf16 import as_float32
+from dslide.kernels.topk import finish_topk_rows, fold_topk_rows
+from dslide.lsh._params import as_rows, check_shape, rng
+
+FILL_CHUNK = 32768  # neurons scored against every centroid at a time: a (C, 32,768) block, 32 MB at C=256
+FILL_SAMPLE = 8192  # neurons whose logits set each centroid's starting threshold
+KMEANS_ITERS = 10  # Lloyd iterations a fit: the assignments of 4,096 inputs to 256 centroids settle by then
+
+
+class QueryCentroids:
+    """L tables of C = 2**K input centroids; fill() computes the buckets, hash_queries() finds an input's."""
+
+    fit_uses_positives = False  # the index need not find each fit input's top neurons first
+    queries_per_step = 32  # training inputs the index keeps per step for the next fit ...
+    inputs_per_centroid = 16  # ... up to this many per centroid (4,096 at K=8)
+    fit_iters = (KMEANS_ITERS, KMEANS_ITERS)  # every fit starts afresh
+
+    def __init__(self, dim: int, bits_per_table: int, num_tables: int, range_pow: int, bucket_size: int,
+                 seed: int = 0) -> None:  # fmt: skip
+        check_shape(num_tables, range_pow, bits_per_table)
+        if bits_per_table > range_pow:
+            raise ValueError(f"centroids: 2**K centroids need K ({bits_per_table}) <= range_pow ({range_pow})")
+        if bucket_size < 1:
+            raise ValueError(f"centroids: bucket_size must be >= 1, got {bucket_size}")
+        self.dim = dim
+        self.bits_per_table = bits_per_table
+        self.num_tables = num_tables
+        self.range_pow = range_pow
+        self.bucket_size = bucket_size
+        self.num_centroids = 2**bits_per_table
+        self.fit_queries = self.inputs_per_centroid * self.num_centroids
+        self.redraw(seed)
+
+    def redraw(self, seed: int) -> None:
+        """Random centroids (|N(0, 1/dim)| entries, the inputs' orthant), no fit yet."""
+        gen = rng(seed)
+        shape = (self.num_tables, self.num_centroids, self.dim)
+        self.centroids = np.abs(gen.standard_normal(shape) / np.sqrt(self.dim)).astype(np.float32)
+        self.fits = 0
+
+    def hash_queries(self, x: np.ndarray) -> np.ndarray:
+        """int32 (n, L): each input's nearest centroid (Euclidean) in every table."""
+        x = as_rows(x, self.dim)
+        out = np.empty((x.shape[0], self.num_tables), dtype=np.int32)
+        for t in range(self.num_tables):
+            out[:, t] = nearest(x, self.centroids[t])
+        return out
+
+    def hash(self, x: np.ndarray) -> np.ndarray:
+        """int32 (n, L): the centroid each neuron's weight vector has the largest inner product with (drift only:
+        the buckets themselves come from fill())."""
+        x = as_rows(x, self.dim)
+        return np.stack([np.argmax(x @ c.T, axis=1) for c in self.centroids], axis=1).astype(np.int32)
+
+    def fill(self, weights: np.ndarray, bias: np.ndarray | None, exclude: np.ndarray) -> np.ndarray:
+        """int32 (L, C, M): bucket c of table t holds the M neurons of largest logit at centroid c (in no particular
+        order), the neurons in exclude left out (where fewer remain, the rest is -1, which LSHTables.fill drops).
+        Exact, as perfect retrieval ranks (sampling mode "exact"), in one pass over the weights."""
+        N, C, M = len(weights), self.num_centroids, self.bucket_size
+        bias = np.zeros(N, dtype=np.float32) if bias is None else np.ascontiguousarray(bias, dtype=np.float32)
+        skip = np.zeros(N, dtype=np.bool_)
+        skip[exclude] = True
+        out = np.empty((self.num_tables, C, M), dtype=np.int32)
+        for t in range(self.num_tables):
+            mu = self.centroids[t]
+            threshold = start_thresholds(mu, weights, bias, skip, M)
+            scores, ids, count = _fold(mu, weights, bias, skip, M, threshold)
+            short = count < M  # the sample's threshold was above the M-th logit: fold those centroids again
+            if short.any():
+                redo = _fold(mu[short], weights, bias, skip, M, np.full(int(short.sum()), -np.inf, np.float32))
+                scores[short], ids[short], count[short] = redo
+            finish_topk_rows(scores, ids, count, M, out[t])
+        return out
+
+    def fit(self, queries: np.ndarray, positives: np.ndarray | None, weights: np.ndarray, seed: int,
+            iters: int = KMEANS_ITERS) -> dict[str, float]:  # fmt: skip
+        """k-means on the inputs, table t from its own random start (seeded). Returns the mean squared distance of
+        the inputs to their centroid (of the last table) and kept = True (a fit always replaces the centroids).
+        positives and weights are unused: the buckets follow from the centroids (fill)."""
+        x = as_rows(queries, self.dim)
+        gen = rng(seed)
+        sse = 0.0
+        for t in range(self.num_tables):
+            self.centroids[t], sse = kmeans(x, self.num_centroids, max(1, iters), gen)
+        self.fits += 1
+        return {"mean_sq_distance": sse, "kept": True}
+
+    def state(self) -> dict[str, np.ndarray]:
+        return {"centroids": self.centroids, "fits": np.array(self.fits)}
+
+    def load_state(self, state: dict[str, np.ndarray]) -> None:
+        self.centroids = np.ascontiguousarray(state["centroids"], dtype=np.float32)
+        self.fits = int(state["fits"])
+
+
+def nearest(x: np.ndarray, centroids: np.ndarray) -> np.ndarray:
+    """int64 (n,): the index of each row's nearest centroid (squared Euclidean; ties: the lowest index)."""
+    return np.argmax(x @ (2 * centroids.T) - (centroids * centroids).sum(axis=1), axis=1)
+
+
+def kmeans(x: np.ndarray, k: int, iters: int, gen: np.random.Generator) -> tuple[np.ndarray, float]:
+    """Lloyd's k-means from k-means++ seeds (Arthur & Vassilvitskii 2007: each next seed drawn with probability
+    proportional to its squared distance from the seeds so far, so no cluster is left without one); an emptied
+    centroid restarts at a random row. Returns (float32 (k, dim) centroids, mean squared distance to the nearest)."""
+    x = as_float32(x)
+    mu = np.empty((k, x.shape[1]), dtype=np.float32)
+    mu[0] = x[gen.integers(len(x))]
+    dist = ((x - mu[0]) ** 2).sum(axis=1)
+    for j in range(1, k):
+        total = float(dist.sum())
+        mu[j] = x[gen.choice(len(x), p=dist / total) if total > 0 else gen.integers(len(x))]
+        dist = np.minimum(dist, ((x - mu[j]) ** 2).sum(axis=1))
+    for _ in range(iters):
+        assign = nearest(x, mu)
+        counts = np.bincount(assign, minlength=k)
+        sums = np.zeros_like(mu)
+        np.add.at(sums, assign, x)
+        filled = counts > 0
+        mu[filled] = sums[filled] / counts[filled, None]
+        mu[~filled] = x[gen.choice(len(x), int((~filled).sum()))]
+    sse = float(((x - mu[nearest(x, mu)]) ** 2).sum(axis=1).mean())
+    return mu, sse
+
+
+def start_thresholds(mu: np.ndarray, weights: np.ndarray, bias: np.ndarray, skip: np.ndarray, m: int) -> np.ndarray:
+    """Per centroid, a logit most likely below its m-th largest over all neurons: from a strided sample of
+    FILL_SAMPLE neurons, the one ranked where twice the expected count of the top m (plus 8) would end, so that
+    the pass over all neurons only collects ~2m candidates (-inf where the sample is too small)."""
+    rows = np.arange(0, len(weights), max(1, len(weights) // FILL_SAMPLE))
+    rows = rows[~skip[rows]]
+    rank = int(2 * m * len(rows) / len(weights)) + 8
+    if rank >= len(rows):
+        return np.full(len(mu), -np.inf, dtype=np.float32)
+    sample = mu @ as_float32(weights[rows]).T + bias[rows]
+    return -np.partition(-sample, rank, axis=1)[:, rank].astype(np.float32)
+
+
+def _fold(mu: np.ndarray, weights: np.ndarray, bias: np.ndarray, skip: np.ndarray, m: int,
+          threshold: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+    """Each centroid's candidates for its top m logits above its threshold: one pass over the weights, in chunks
+    of FILL_CHUNK neurons (the candidate buffers hold 2m)."""
+    scores = np.empty((len(mu), 2 * m), dtype=np.float32)
+    ids = np.empty((len(mu), 2 * m), dtype=np.int32)
+    count = np.zeros(len(mu), dtype=np.int64)
+    threshold = threshold.copy()
+    for start in range(0, len(weights), FILL_CHUNK):
+        block = mu @ as_float32(weights[start : start + FILL_CHUNK]).T
+        fold_topk_rows(block, start, bias, skip, m, scores, ids, count, threshold)
+    return scores, ids, count

@@ -1,0 +1,145 @@
+"""The input-centroid family (dslide/lsh/centroids.py) against numpy: its buckets are the exact top logits at each
+centroid, an input's bucket is its nearest centroid, k-means finds separated clusters, and the index drives it."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from dslide.config import LSHConfig, SamplingConfig, ScheduleConfig
+from dslide.lsh import QueryCentroids, make_family
+from dslide.lsh.centroids import kmeans
+from dslide.lsh.index import NeuronIndex
+from dslide.lsh.tables import LSHTables
+from dslide.sampler import OutputSampler
+
+
+def blobs(gen: np.random.Generator, k: int, per: int, dim: int) -> tuple[np.ndarray, np.ndarray]:
+    """k well-separated clusters of nonnegative points (ReLU-like): (points, the cluster means)."""
+    means = np.abs(gen.standard_normal((k, dim))) * 10
+    points = (means[:, None, :] + 0.1 * gen.standard_normal((k, per, dim))).reshape(-1, dim)
+    return np.abs(points).astype(np.float32), means.astype(np.float32)
+
+
+def family(K: int = 3, L: int = 2, M: int = 7, dim: int = 16, seed: int = 0) -> QueryCentroids:
+    cfg = LSHConfig(family="centroids", bits_per_table=K, num_tables=L, range_pow=6, bucket_capacity=M)
+    fam = make_family(cfg, dim, seed)
+    assert isinstance(fam, QueryCentroids)
+    return fam
+
+
+@pytest.mark.parametrize("M", [1, 7, 60])
+def test_fill_is_the_exact_top_logits_at_each_centroid(M: int) -> None:
+    """Bucket c of table t holds the M neurons of largest w . mu_c + b, the excluded left out (numpy's ranking);
+    where fewer than M remain, the rest is -1. Neurons whose logits run in any order across the fill's chunks."""
+    gen = np.random.default_rng(0)
+    fam = family(M=M)
+    fam.fit(blobs(gen, 8, 20, 16)[0], None, np.zeros((1, 16), np.float32), seed=1)
+    W = gen.standard_normal((53, 16)).astype(np.float32)
+    b = gen.standard_normal(53).astype(np.float32)
+    exclude = np.array([0, 5, 17], dtype=np.int32)
+    buckets = fam.fill(W, b, exclude)
+    assert buckets.shape == (2, 8, M) and buckets.dtype == np.int32
+    for t in range(2):
+        logits = fam.centroids[t] @ W.T + b
+        logits[:, exclude] = -np.inf
+        for c in range(8):
+            want = np.argsort(-logits[c], kind="stable")[: min(M, 50)]
+            got = buckets[t, c]
+            assert set(got[got >= 0]) == set(want)
+            assert (got < 0).sum() == max(0, M - 50)
+
+
+def test_fill_without_bias_and_with_a_starting_threshold_above_the_answer(monkeypatch) -> None:
+    """The fill starts each centroid's pass at a threshold from a sample of neurons; when that threshold is above
+    the M-th logit (here forced by a sample of the largest logits only) the centroid is folded again: same result."""
+    from dslide.lsh import centroids
+
+    gen = np.random.default_rng(1)
+    fam = family(M=5)
+    W = gen.standard_normal((300, 16)).astype(np.float32)
+    none = np.zeros(0, dtype=np.int32)
+    want = fam.fill(W, None, none)
+    monkeypatch.setattr(centroids, "start_thresholds", lambda mu, *_: (mu @ W.T).max(axis=1).astype(np.float32))
+    got = fam.fill(W, None, none)
+    for t in range(2):
+        for c in range(8):
+            assert set(got[t, c]) == set(want[t, c])
+            assert set(want[t, c]) == set(np.argsort(-(fam.centroids[t, c] @ W.T))[:5])
+
+
+def test_hash_queries_is_the_nearest_centroid_and_batch_independent() -> None:
+    gen = np.random.default_rng(2)
+    fam = family()
+    x = np.abs(gen.standard_normal((40, 16))).astype(np.float32)
+    codes = fam.hash_queries(x)
+    assert codes.shape == (40, 2) and codes.dtype == np.int32
+    for t in range(2):
+        dist = ((x[:, None, :] - fam.centroids[t][None]) ** 2).sum(axis=2)
+        np.testing.assert_array_equal(codes[:, t], np.argmin(dist, axis=1))
+    np.testing.assert_array_equal(np.concatenate([fam.hash_queries(x[i : i + 1]) for i in range(40)]), codes)
+
+
+def test_kmeans_finds_separated_clusters_and_a_fit_is_deterministic() -> None:
+    gen = np.random.default_rng(3)
+    points, means = blobs(gen, 8, 30, 16)
+    mu, sse = kmeans(points, 8, 20, np.random.default_rng(0))
+    # every true cluster has a centroid within its spread, and the mean squared distance is the noise's (16 * 0.01)
+    nearest = np.sqrt(((means[:, None, :] - mu[None]) ** 2).sum(axis=2)).min(axis=1)
+    assert nearest.max() < 1.0 and sse < 0.5
+    a, b = family(seed=4), family(seed=5)
+    a.fit(points, None, points, seed=9)
+    b.fit(points, None, points, seed=9)
+    np.testing.assert_array_equal(a.centroids, b.centroids)
+    c = family(seed=4)
+    c.load_state({k: v.copy() for k, v in a.state().items()})
+    np.testing.assert_array_equal(c.hash_queries(points), a.hash_queries(points))
+    assert c.fits == 1
+
+
+def test_tables_fill_lays_buckets_out_in_order_and_drops_negative_ids() -> None:
+    tables = LSHTables(2, 3, capacity=1)
+    buckets = np.array([[[4, 2, -1], [7, 7, 1]], [[-1, -1, -1], [0, 3, 5]]], dtype=np.int32)
+    tables.fill(buckets)
+    assert list(tables.bucket(0, 0)) == [4, 2] and list(tables.bucket(0, 1)) == [7, 7, 1]
+    assert len(tables.bucket(1, 0)) == 0 and list(tables.bucket(1, 1)) == [0, 3, 5]
+    assert all(len(tables.bucket(t, b)) == 0 for t in range(2) for b in range(2, 8))
+    with pytest.raises(ValueError, match="buckets must have shape"):
+        tables.fill(np.zeros((2, 9, 1), dtype=np.int32))  # 9 buckets > 2**3
+
+
+def test_the_index_fits_centroids_and_every_input_retrieves_its_centroids_top_logits() -> None:
+    """Through NeuronIndex, as training drives it: inputs are buffered (queries_per_step a step), the family is
+    fitted at the first rebuild step, and the tables then hold each centroid's exact top M, frequent neurons left
+    out; an input's retrieved set is its nearest centroid's bucket."""
+    gen = np.random.default_rng(4)
+    lsh = LSHConfig(family="centroids", bits_per_table=3, num_tables=1, range_pow=5, bucket_capacity=6)
+    index = NeuronIndex(90, 16, lsh, ScheduleConfig(rebuild_first=4, redraw_every=0), hash_seed=3)
+    assert len(index.queries) == QueryCentroids.inputs_per_centroid * 8
+    W = gen.standard_normal((90, 16)).astype(np.float32)
+    b = gen.standard_normal(90).astype(np.float32)
+    frequent = np.array([1, 2], dtype=np.int32)
+    index.rebuild(W, b)
+    points = blobs(gen, 8, 16, 16)[0]
+    for step in range(1, 5):
+        index.remember(points[gen.permutation(len(points))])
+        index.maybe_refresh(step, W, b, frequent)
+    assert index.family.fits == 1 and index.stats.fits == 1 and index.stats.rebuilds == 2
+    codes, offsets, ids = index.lookup(points[:10])
+    logits = index.family.centroids[0] @ W.T + b
+    logits[:, frequent] = -np.inf
+    for code in codes[:, 0]:
+        got = ids[0, offsets[0, code] : offsets[0, code + 1]]
+        assert set(got) == set(np.argsort(-logits[code])[:6])
+
+
+def test_the_sampler_shares_the_active_floor_among_the_tables_and_ranks() -> None:
+    """Bucket size = ceil(min_active x this rank's share of the outputs / L); K defaults to 8 (256 centroids)."""
+    lsh = LSHConfig(family="centroids", num_tables=2)
+    sampling = SamplingConfig(min_active=1000)
+    whole = OutputSampler(670_091, 670_091, 128, lsh, sampling, ScheduleConfig(), 0).resolved_lsh()
+    half = OutputSampler(335_046, 670_091, 128, lsh, sampling, ScheduleConfig(), 0).resolved_lsh()
+    assert (whole.bucket_capacity, whole.bits_per_table) == (500, 8)
+    assert half.bucket_capacity == math.ceil(1000 * 335_046 / 670_091 / 2)
