@@ -258,3 +258,27 @@ def sampled_bit_codes(
                     code[r] = (code[r] << 1) | col[r]
             for r in range(nr):
                 out[r0 + r, t] = code[r]
+
+
+@numba.njit(parallel=True, cache=True)
+def nearest_centroid_codes(x: np.ndarray, centroids: np.ndarray, table: int, out: np.ndarray) -> None:
+    """out[i, table] = the index of row i's nearest centroid (squared Euclidean: |mu|^2 - 2 x . mu; ties: the lowest
+    index). A numba loop rather than a BLAS product: the step calls it on every batch, and OpenBLAS's threads would
+    then spin beside the step's numba threads on the same cores."""
+    C, D = centroids.shape
+    norms = np.empty(C, dtype=np.float32)
+    for c in range(C):
+        s = np.float32(0.0)
+        for d in range(D):
+            s += centroids[c, d] * centroids[c, d]
+        norms[c] = s
+    for i in numba.prange(x.shape[0]):
+        best, best_c = np.float32(np.inf), 0
+        for c in range(C):
+            dot = np.float32(0.0)
+            for d in range(D):
+                dot += x[i, d] * centroids[c, d]
+            dist = norms[c] - 2 * dot
+            if dist < best:
+                best, best_c = dist, c
+        out[i, table] = best_c

@@ -29,6 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from dslide.kernels.bf16 import as_float32
+from dslide.kernels.hashing import nearest_centroid_codes
 from dslide.kernels.topk import finish_topk_rows, fold_topk_rows
 from dslide.lsh._params import as_rows, check_shape, rng
 
@@ -69,11 +70,12 @@ class QueryCentroids:
         self.fits = 0
 
     def hash_queries(self, x: np.ndarray) -> np.ndarray:
-        """int32 (n, L): each input's nearest centroid (Euclidean) in every table."""
+        """int32 (n, L): each input's nearest centroid (Euclidean) in every table (a numba kernel: no BLAS call in
+        the step)."""
         x = as_rows(x, self.dim)
         out = np.empty((x.shape[0], self.num_tables), dtype=np.int32)
         for t in range(self.num_tables):
-            out[:, t] = nearest(x, self.centroids[t])
+            nearest_centroid_codes(x, self.centroids[t], t, out)
         return out
 
     def hash(self, x: np.ndarray) -> np.ndarray:

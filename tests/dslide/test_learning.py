@@ -23,13 +23,14 @@ def amazon_like(seed: int = 1):
     return generate(params, seed=seed)
 
 
-def train_defaults(tmp_path, data, lr: float, epochs: int, mode: str = "lsh", name: str = "run") -> list[dict]:
+def train_defaults(tmp_path, data, lr: float, epochs: int, mode: str = "lsh", name: str = "run",
+                   lsh: LSHConfig = SPARSE_LSH, min_active: int = 200) -> list[dict]:  # fmt: skip
     train_ds, test_ds = data
     # the engine's defaults with the active set scaled to 1% of the outputs (200 of 20,000), as 1,000 of
     # 670,091 is at the Amazon shape: 50 frequent labels, the tables, and 80 weighted uniform negatives always
-    sampling = SamplingConfig(mode, min_active=200, pad_threshold=200, tail=80, frequent=50)
+    sampling = SamplingConfig(mode, min_active=min_active, pad_threshold=min_active, tail=80, frequent=50)
     # K fixed at the Amazon default (5): auto_bits would take 4 here, whose tables alone return ~240 (over 1%)
-    net = NetworkConfig(train_ds.num_features, train_ds.num_labels, hidden=(64,), sampling=sampling, lsh=SPARSE_LSH)
+    net = NetworkConfig(train_ds.num_features, train_ds.num_labels, hidden=(64,), sampling=sampling, lsh=lsh)
     cfg = TrainConfig(epochs=epochs, lr=lr, input_lr=lr if lr == 0 else TrainConfig.input_lr, threads=2,
                       progress=False, recall_every=0)  # fmt: skip
     return train(net, cfg, train_ds, test_ds, tmp_path / f"{name}-{mode}-{lr}")
@@ -57,6 +58,19 @@ def test_defaults_learn_far_beyond_label_popularity_at_one_percent_active(tmp_pa
     for s, d in zip(lsh, dense, strict=True):
         assert s["p@1"] >= 0.95 * d["p@1"]  # as good as the full softmax (~0.54 / 0.68 / 0.74)
     assert lsh[-1]["top1_concentration"] < 0.5
+
+
+@pytest.mark.slow
+def test_input_centroids_learn_far_beyond_label_popularity_at_one_percent_active(tmp_path, data):
+    """--hash centroids --tables 1 (dslide/lsh/centroids.py): buckets of 70 neurons (the floor given), with the 50
+    frequent labels and 80 uniform negatives ~1% of the outputs active; the same criterion as the defaults."""
+    popularity = popularity_p_at_1(*data)
+    records = train_defaults(tmp_path, data, 1e-3, epochs=3, name="centroids", min_active=70,
+                             lsh=LSHConfig(family="centroids", num_tables=1))  # fmt: skip
+    assert records[-1]["avg_active"] <= 0.0105 * 20_000 and sum(r["hash_fits"] for r in records) >= 1
+    assert records[-1]["lsh_retrieved_p50"] >= 70  # the bucket, not padding, fills the floor
+    assert learned_from_features(records, popularity), ([r["p@1"] for r in records], popularity)
+    assert records[-1]["top1_concentration"] < 0.5
 
 
 @pytest.mark.slow

@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dslide.kernels.hashing import ROW_BLOCK, sampled_bit_codes
+from dslide.kernels.hashing import ROW_BLOCK, nearest_centroid_codes, sampled_bit_codes
 
 
 @settings(max_examples=30, deadline=None)
@@ -26,3 +26,14 @@ def test_sampled_bit_codes_concatenate_each_tables_bits_first_in_the_high_bits(n
     bits = (proj > thresholds).astype(np.int64)
     want = (bits[:, select] << np.arange(K - 1, -1, -1)).sum(axis=2)  # (n, L, K) -> (n, L)
     np.testing.assert_array_equal(out, want)
+
+
+def test_nearest_centroid_codes_is_numpys_nearest_centroid_in_its_table_column():
+    rng = np.random.default_rng(11)
+    x = np.abs(rng.standard_normal((70, 24))).astype(np.float32)
+    centroids = np.abs(rng.standard_normal((33, 24))).astype(np.float32)
+    out = np.full((70, 3), -7, dtype=np.int32)
+    nearest_centroid_codes(x, centroids, 1, out)
+    dist = ((x[:, None, :].astype(np.float64) - centroids[None]) ** 2).sum(axis=2)
+    np.testing.assert_array_equal(out[:, 1], np.argmin(dist, axis=1))
+    assert (out[:, [0, 2]] == -7).all()  # the other tables' columns are left alone
