@@ -44,7 +44,9 @@ def inspect_checkpoint(
         lsh_share=float((head - fixed).sum() / active.sum()),
         padding_share=float((active - head).sum() / active.sum()),
     )
-    occupancy = bucket_occupancy(net.output.tables.offsets, len(net.output.owned), net_cfg.lsh.bucket_capacity)
+    index = net.output.sampler.index  # its resolved settings: a centroids family's buckets are filled, not capped
+    occupancy = bucket_occupancy(index.tables.offsets, len(net.output.owned), index.lsh_cfg.bucket_capacity,
+                                 index.tables.ids if index.fills_buckets else None)  # fmt: skip
     out.update({k: comm.sum_scalar(v) / comm.size for k, v in occupancy.items()})
     out.update(net.retrieval_recall(batch, step=step))
     return out

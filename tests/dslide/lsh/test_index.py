@@ -15,3 +15,12 @@ def test_bucket_occupancy():
     assert occ["bucket_fill_mean"] == 2.0
     assert occ["buckets_full_share"] == 0.75
     assert occ["neurons_dropped_share"] == 0.0
+
+
+def test_bucket_occupancy_of_filled_tables_counts_the_neurons_no_bucket_holds():
+    # one table filled bucket by bucket (centroids.py): buckets [3, 3, 1] and [0] over 5 neurons; 3 distinct held
+    offsets = np.array([[0, 3, 4, 4]], dtype=np.int32)
+    ids = np.array([[3, 3, 1, 0]], dtype=np.int32)
+    occ = bucket_occupancy(offsets, 5, 3, ids)
+    assert occ["neurons_dropped_share"] == 1 - 3 / 5
+    assert occ["buckets_full_share"] == 0.5 and occ["bucket_fill_mean"] == 2.0
