@@ -39,7 +39,7 @@ class FiniteFloatRange(click.FloatRange):
 # (dslide/config.py); the options read them from there and the configs are built through this table.
 OPTION_FIELDS: dict[str, tuple[type, str]] = {
     **{name: (LSHConfig, name) for name in ("family", "range_pow", "bin_size", "bucket_capacity", "insertion",
-                                            "code_layout", "learned_bits")},
+                                            "code_layout", "learned_bits", "adaptive_buckets")},
     "bits": (LSHConfig, "bits_per_table"),
     "tables": (LSHConfig, "num_tables"),
     "sampling": (SamplingConfig, "mode"),
@@ -170,6 +170,14 @@ def _hidden(_ctx, _param, value: str) -> tuple[int, ...]:
     help="WTA/DWTA bin size.",
 )
 @click.option("--bucket-capacity", type=click.IntRange(min=1), default=default("bucket_capacity"), show_default=True)
+@click.option(
+    "--adaptive-buckets/--fixed-buckets",
+    default=default("adaptive_buckets"),
+    show_default=True,
+    help="--hash centroids: each input takes a prefix of its centroid's ranked neurons, longer where the logits there "
+    "are flat and the input far from the centroid (M/4 to 4M, M on average); give it --pad-threshold 0, or padding "
+    "evens the counts out again.",
+)
 @click.option("--insertion", type=click.Choice(["fifo", "reservoir"]), default=default("insertion"), show_default=True)
 @click.option(
     "--code-layout",

@@ -27,6 +27,9 @@ class LSHConfig:
     bucket_capacity: int = 128  # neurons kept per bucket; extra ones evicted FIFO or by reservoir (centroids: the
     # sampler sets it to the active set's floor over L, dslide/sampler.py)
     insertion: Literal["fifo", "reservoir"] = "fifo"
+    # centroids: an input takes a prefix of its centroid's ranked neurons, longer where the logits there are flat and
+    # the input far from the centroid, M on average (per-input sparsity, dslide/lsh/centroids.py)
+    adaptive_buckets: bool = False
     code_layout: Literal["packed", "slide"] = "packed"  # slide: WTA/DWTA bucket ids as SLIDE's C++ computes them
 
 

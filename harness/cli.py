@@ -298,7 +298,8 @@ def bench_command(
 @click.option("--threads", type=click.IntRange(min=1), default=2, show_default=True)
 @click.option("--arms", default="defaults,slide,uniform,dense", show_default=True,
               help="Comma-separated: defaults, slide, uniform and exact (both take the defaults' active count: "
-                   "defaults first), dense, drift, learned, learned-refit, centroids, centroids-drift.")  # fmt: skip
+                   "defaults first), dense, drift, learned, learned-refit, centroids, centroids-drift, "
+                   "centroids-adaptive.")  # fmt: skip
 @click.option("--eval-slice", default=2000, show_default=True, help="Held-out points evaluated along the way.")
 @click.option("--test-points", default=5000, show_default=True, help="Test points evaluated at each epoch end.")
 @click.option("--out", type=click.Path(file_okay=False), default=None,

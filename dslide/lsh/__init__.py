@@ -25,6 +25,8 @@ def make_family(cfg: LSHConfig, dim: int, seed: int) -> HashFamily:
     if cfg.family not in FAMILIES:
         raise ValueError(f"unknown hash family {cfg.family!r} (expected one of {', '.join(FAMILIES)})")
     K, L, R = cfg.bits_per_table, cfg.num_tables, cfg.range_pow
+    if cfg.adaptive_buckets and cfg.family != "centroids":
+        raise ValueError(f"adaptive buckets are a feature of the centroids family, not of {cfg.family!r}")
     if K is None:
         raise ValueError("bits_per_table is None: choose K first (dslide.config.auto_bits, as the sampler does)")
     if cfg.family == "srp":
@@ -36,4 +38,4 @@ def make_family(cfg: LSHConfig, dim: int, seed: int) -> HashFamily:
         return DWTA(dim, K, L, R, bin_size=cfg.bin_size, seed=seed, slide_layout=slide)
     if cfg.family == "learned":
         return LearnedHash(dim, K, L, R, num_bits=cfg.learned_bits, seed=seed)
-    return QueryCentroids(dim, K, L, R, bucket_size=cfg.bucket_capacity, seed=seed)
+    return QueryCentroids(dim, K, L, R, bucket_size=cfg.bucket_capacity, seed=seed, adaptive=cfg.adaptive_buckets)

@@ -20,6 +20,15 @@ floor shared among the tables (the sampler sets it: ceil(min_active / L), this r
 the active set at any number of outputs. hash(neurons) exists for the drift monitor only: a neuron's code is the
 centroid it answers most strongly (argmax_c w . mu_c), which moves when the weights move relative to the inputs.
 
+Adaptive buckets (`--adaptive-buckets`, per-input sparsity): a centroid's bucket holds its 4M neurons of largest
+logit, ranked, and an input takes a prefix of them (at least M/4): every neuron whose logit at the centroid lies
+within reach x |x - mu_c| of the centroid's largest. An input's logits are its centroid's plus w . (x - mu_c), so the
+further an input sits from its centroid, the less the centroid's ranking says and the more it takes; and where
+the centroid's logits are flat, many neurons lie within that margin, where a few dominate, few do. The prefix is
+rounded up to one of BUCKET_LEVELS lengths (M/4 ... 4M in steps of sqrt 2), each stored as a bucket of its own (code
+c * 9 + level), so the sampler needs nothing new. `reach` is set at every fill on the layer's recent inputs so that
+they take M on average: the active budget stays the fixed buckets', only its share per input moves.
+
 Before the first fit the centroids are random non-negative vectors (the inputs are ReLU outputs), so every input
 meets roughly the same buckets: the neurons of largest bias, label popularity as the network holds it.
 """
@@ -33,6 +42,7 @@ from dslide.kernels.hashing import nearest_centroid_codes
 from dslide.kernels.topk import finish_topk_rows, fold_topk_rows
 from dslide.lsh._params import as_rows, check_shape, rng
 
+BUCKET_LEVELS = 9  # adaptive buckets: an input takes one of 9 prefixes of its centroid's ranked neurons, M/4 ... 4M
 FILL_CHUNK = 32768  # neurons scored against every centroid at a time: a (C, 32,768) block, 32 MB at C=256
 FILL_SAMPLE = 8192  # neurons whose logits set each centroid's starting threshold
 KMEANS_ITERS = 10  # Lloyd iterations a fit: the assignments of 4,096 inputs to 256 centroids settle by then
@@ -47,12 +57,16 @@ class QueryCentroids:
     fit_iters = (KMEANS_ITERS, KMEANS_ITERS)  # every fit starts afresh
 
     def __init__(self, dim: int, bits_per_table: int, num_tables: int, range_pow: int, bucket_size: int,
-                 seed: int = 0) -> None:  # fmt: skip
+                 seed: int = 0, adaptive: bool = False) -> None:  # fmt: skip
         check_shape(num_tables, range_pow, bits_per_table)
-        if bits_per_table > range_pow:
-            raise ValueError(f"centroids: 2**K centroids need K ({bits_per_table}) <= range_pow ({range_pow})")
         if bucket_size < 1:
             raise ValueError(f"centroids: bucket_size must be >= 1, got {bucket_size}")
+        self.adaptive = adaptive
+        self.levels = level_sizes(bucket_size) if adaptive else np.array([bucket_size], dtype=np.int64)
+        if 2**bits_per_table * len(self.levels) > 2**range_pow:
+            raise ValueError(f"centroids: 2**K centroids x {len(self.levels)} bucket lengths need "
+                             f"{2**bits_per_table * len(self.levels)} buckets, more than 2**range_pow "
+                             f"(2**{range_pow}): lower K or raise R")  # fmt: skip
         self.dim = dim
         self.bits_per_table = bits_per_table
         self.num_tables = num_tables
@@ -60,6 +74,11 @@ class QueryCentroids:
         self.bucket_size = bucket_size
         self.num_centroids = 2**bits_per_table
         self.fit_queries = self.inputs_per_centroid * self.num_centroids
+        # adaptive buckets, per table: the margin per unit distance (nan: not set yet, every input takes M), and per
+        # centroid its largest logit and the first logit past each prefix (-inf past the ranked list)
+        self.reach = np.full(num_tables, np.nan)
+        self.level_start = np.zeros((num_tables, self.num_centroids), dtype=np.float32)
+        self.level_next = np.full((num_tables, self.num_centroids, len(self.levels)), -np.inf, dtype=np.float32)
         self.redraw(seed)
 
     def redraw(self, seed: int) -> None:
@@ -71,12 +90,29 @@ class QueryCentroids:
 
     def hash_queries(self, x: np.ndarray) -> np.ndarray:
         """int32 (n, L): each input's nearest centroid (Euclidean) in every table (a numba kernel: no BLAS call in
-        the step)."""
+        the step); adaptive buckets: centroid * BUCKET_LEVELS + the input's prefix level."""
         x = as_rows(x, self.dim)
-        out = np.empty((x.shape[0], self.num_tables), dtype=np.int32)
-        for t in range(self.num_tables):
-            nearest_centroid_codes(x, self.centroids[t], t, out)
+        out = self.nearest_centroids(x)
+        if self.adaptive:
+            for t in range(self.num_tables):
+                out[:, t] = out[:, t] * len(self.levels) + self.prefix_levels(x, out[:, t], t)
         return out
+
+    def prefix_levels(self, x: np.ndarray, nearest: np.ndarray, t: int) -> np.ndarray:
+        """int32 (n,): the level of each input's prefix in table t (adaptive buckets): the shortest that holds every
+        neuron whose logit at the centroid is within reach x |x - mu| of the largest (M/4 at least)."""
+        if np.isnan(self.reach[t]):
+            return np.full(len(x), int(np.searchsorted(self.levels, self.bucket_size)), dtype=np.int32)
+        return self.levels_at(t, nearest, self.distances(x, nearest, t), float(self.reach[t]))
+
+    def distances(self, x: np.ndarray, nearest: np.ndarray, t: int) -> np.ndarray:
+        """float32 (n,): each input's Euclidean distance from its centroid `nearest` in table t."""
+        return np.sqrt(((x - self.centroids[t][nearest]) ** 2).sum(axis=1))
+
+    def levels_at(self, t: int, nearest: np.ndarray, dist: np.ndarray, reach: float) -> np.ndarray:
+        floor = self.level_start[t, nearest] - np.float32(reach) * dist
+        above = (self.level_next[t, nearest] >= floor[:, None]).sum(axis=1)
+        return np.minimum(above, len(self.levels) - 1).astype(np.int32)
 
     def hash(self, x: np.ndarray) -> np.ndarray:
         """int32 (n, L): the centroid each neuron's weight vector has the largest inner product with (drift only:
@@ -84,15 +120,19 @@ class QueryCentroids:
         x = as_rows(x, self.dim)
         return np.stack([np.argmax(x @ c.T, axis=1) for c in self.centroids], axis=1).astype(np.int32)
 
-    def fill(self, weights: np.ndarray, bias: np.ndarray | None, exclude: np.ndarray) -> np.ndarray:
-        """int32 (L, C, M): bucket c of table t holds the M neurons of largest logit at centroid c (in no particular
-        order), the neurons in exclude left out (where fewer remain, the rest is -1, which LSHTables.fill drops).
-        Exact, as perfect retrieval ranks (sampling mode "exact"), in one pass over the weights."""
-        N, C, M = len(weights), self.num_centroids, self.bucket_size
+    def fill(self, weights: np.ndarray, bias: np.ndarray | None, exclude: np.ndarray,
+             queries: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
+        """int32 (L, C, M): bucket c of table t holds the M neurons of largest logit at centroid c (best first),
+        the neurons in exclude left out (where fewer remain, the rest is -1, which LSHTables.fill drops).
+        Exact, as perfect retrieval ranks (sampling mode "exact"), in one pass over the weights.
+        Adaptive buckets: int32 (L, C * BUCKET_LEVELS, 4M), bucket c * 9 + s the first levels[s] of c's 4M, and
+        reach set so that `queries` (the layer's recent inputs; none: every input takes M) take M on average."""
+        N, C, M = len(weights), self.num_centroids, int(self.levels[-1])
         bias = np.zeros(N, dtype=np.float32) if bias is None else np.ascontiguousarray(bias, dtype=np.float32)
         skip = np.zeros(N, dtype=np.bool_)
         skip[exclude] = True
-        out = np.empty((self.num_tables, C, M), dtype=np.int32)
+        ranked = np.empty((self.num_tables, C, M), dtype=np.int32)
+        out = np.full((self.num_tables, C * len(self.levels), M), -1, dtype=np.int32) if self.adaptive else ranked
         for t in range(self.num_tables):
             mu = self.centroids[t]
             threshold = start_thresholds(mu, weights, bias, skip, M)
@@ -101,7 +141,40 @@ class QueryCentroids:
             if short.any():
                 redo = _fold(mu[short], weights, bias, skip, M, np.full(int(short.sum()), -np.inf, np.float32))
                 scores[short], ids[short], count[short] = redo
-            finish_topk_rows(scores, ids, count, M, out[t])
+            finish_topk_rows(scores, ids, count, M, ranked[t])
+            if self.adaptive:
+                self._set_levels(t, np.where(ranked[t] >= 0, scores[:, :M], -np.inf), ranked[t], out[t])
+        if self.adaptive:
+            self.calibrate(queries)
+        return out
+
+    def _set_levels(self, t: int, ranked_scores: np.ndarray, ranked: np.ndarray, out: np.ndarray) -> None:
+        """Adaptive buckets of table t from each centroid's ranked neurons and their logits (best first): the
+        prefix buckets and the logits the levels are read from."""
+        S, sizes = len(self.levels), self.levels
+        for s in range(S):
+            out[s::S, : sizes[s]] = ranked[:, : sizes[s]]
+        self.level_start[t] = ranked_scores[:, 0]
+        past = np.concatenate([ranked_scores, np.full((len(ranked), 1), -np.inf, np.float32)], axis=1)
+        self.level_next[t] = past[:, sizes]
+
+    def calibrate(self, queries: np.ndarray | None) -> None:
+        """Adaptive buckets: set reach so that `queries` (the layer's recent inputs) take the bucket size on average
+        (none: unset, every input takes M). The index calls it between fills too: the inputs move away from the
+        centroids as the hidden layers learn, and the prefixes would grow with them."""
+        self.reach[:] = np.nan
+        if not self.adaptive or queries is None or len(queries) == 0:
+            return
+        x = as_rows(queries, self.dim)
+        nearest = self.nearest_centroids(x)
+        for t in range(self.num_tables):
+            self.reach[t] = calibrate_reach(self, x, nearest[:, t], t)
+
+    def nearest_centroids(self, x: np.ndarray) -> np.ndarray:
+        """int32 (n, L): each input's nearest centroid in every table (no prefix level)."""
+        out = np.empty((x.shape[0], self.num_tables), dtype=np.int32)
+        for t in range(self.num_tables):
+            nearest_centroid_codes(x, self.centroids[t], t, out)
         return out
 
     def fit(self, queries: np.ndarray, positives: np.ndarray | None, weights: np.ndarray, seed: int,
@@ -118,11 +191,43 @@ class QueryCentroids:
         return {"mean_sq_distance": sse, "kept": True}
 
     def state(self) -> dict[str, np.ndarray]:
-        return {"centroids": self.centroids, "fits": np.array(self.fits)}
+        out = {"centroids": self.centroids, "fits": np.array(self.fits)}
+        if self.adaptive:
+            out.update(reach=self.reach, level_start=self.level_start, level_next=self.level_next)
+        return out
 
     def load_state(self, state: dict[str, np.ndarray]) -> None:
         self.centroids = np.ascontiguousarray(state["centroids"], dtype=np.float32)
         self.fits = int(state["fits"])
+        if self.adaptive:
+            self.reach = np.asarray(state["reach"], dtype=np.float64).copy()
+            self.level_start = np.ascontiguousarray(state["level_start"], dtype=np.float32)
+            self.level_next = np.ascontiguousarray(state["level_next"], dtype=np.float32)
+
+
+def level_sizes(m: int) -> np.ndarray:
+    """int64 (BUCKET_LEVELS,): the prefix lengths an input can take with adaptive buckets of mean m: m * 2**((s - 4)
+    / 2) for s = 0 ... 8 (m/4 ... 4m), at least 1."""
+    return np.maximum(1, np.ceil(m * 2.0 ** ((np.arange(BUCKET_LEVELS) - 4) / 2))).astype(np.int64)
+
+
+def calibrate_reach(family: QueryCentroids, x: np.ndarray, nearest: np.ndarray, t: int) -> float:
+    """The largest reach (>= 0) at which the inputs x (their nearest centroids in table t) take at most the bucket
+    size on average (bisection: the mean prefix grows with reach)."""
+    dist = family.distances(x, nearest, t)
+
+    def mean_taken(reach: float) -> float:
+        return float(family.levels[family.levels_at(t, nearest, dist, reach)].mean())
+
+    lo, hi = 0.0, 1.0
+    if mean_taken(lo) > family.bucket_size:
+        return 0.0
+    while mean_taken(hi) <= family.bucket_size and hi < 1e12:
+        lo, hi = hi, hi * 4
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if mean_taken(mid) <= family.bucket_size else (lo, mid)
+    return lo
 
 
 def nearest(x: np.ndarray, centroids: np.ndarray) -> np.ndarray:

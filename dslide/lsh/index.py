@@ -26,6 +26,11 @@ from dslide.top_logits import top_logits
 # give each the largest logits, the always-active frequent neurons left out: those are the neurons the tables must
 # find.
 FIT_POSITIVES = 5
+# Adaptive centroid buckets set their reach on the latest CALIBRATION_QUERIES buffered inputs every CALIBRATE_EVERY
+# steps (and at each fill): early in training the hidden layers' outputs move within tens of steps, and inputs
+# further from the centroids take longer prefixes, so an older calibration lets the mean grow to twice the floor.
+CALIBRATION_QUERIES = 512
+CALIBRATE_EVERY = 10
 
 
 @dataclass
@@ -104,7 +109,7 @@ class NeuronIndex:
         a family that fills its buckets, rank the neurons at each bucket's centroid (their logits: bias included)."""
         t0 = time.perf_counter()
         if self.fills_buckets:
-            self.tables.fill(self.family.fill(weights, bias, self.exclude))
+            self.tables.fill(self.family.fill(weights, bias, self.exclude, self.latest_queries(CALIBRATION_QUERIES)))
         else:
             if self.learns_hashes and self.family.fits > 0 and self.queries_seen > 0:
                 stride = max(1, len(weights) // 16384)
@@ -125,6 +130,19 @@ class NeuronIndex:
         self.exclude = exclude
         if step == 0:
             return
+        rebuilds = self.stats.rebuilds
+        self._refresh(step, weights, bias, exclude)
+        if self.stats.rebuilds == rebuilds and step % CALIBRATE_EVERY == 0 and self.adapts_buckets:
+            t0 = time.perf_counter()  # between fills: the inputs drift from the centroids, and their prefixes grow
+            self.family.calibrate(self.latest_queries(CALIBRATION_QUERIES))
+            self.stats.fit_seconds += time.perf_counter() - t0
+
+    @property
+    def adapts_buckets(self) -> bool:
+        """Whether the family sizes each input's bucket (adaptive centroid buckets, calibrated on recent inputs)."""
+        return getattr(self.family, "adaptive", False)
+
+    def _refresh(self, step: int, weights: np.ndarray, bias: np.ndarray | None, exclude: np.ndarray) -> None:
         if self.learns_hashes and (step == self.schedule_cfg.rebuild_first or self.schedule.should_redraw(step)):
             self.fit_family(weights, bias, step, exclude)
             self.rebuild(weights, bias)
@@ -153,6 +171,11 @@ class NeuronIndex:
 
     def buffered_queries(self) -> np.ndarray:
         return self.queries[: min(self.queries_seen, len(self.queries))]
+
+    def latest_queries(self, count: int) -> np.ndarray:
+        """The last `count` inputs remembered (fewer if fewer were), oldest first."""
+        count = min(count, self.queries_seen, len(self.queries))
+        return self.queries[(self.queries_seen - count + np.arange(count)) % max(1, len(self.queries))]
 
     def fit_family(self, weights: np.ndarray, bias: np.ndarray | None, step: int, exclude: np.ndarray) -> None:
         """Fit the learned family on the buffered inputs and their largest-logit neurons (none: keep it)."""

@@ -91,11 +91,19 @@ def compare(run_dir, train_path, dataset, data_dir, pointer, queries, draws, out
     for K, ratios in sorted(learned_over_dwta(records).items()):
         click.echo(f"learned K={K}: tail top-5 recall / DWTA's at the same count (computed), median of {len(ratios)} "
                    f"fits {np.median(ratios):.2f}, range {min(ratios):.2f}-{max(ratios):.2f}")  # fmt: skip
-    for family, label in (("bias-shortlist", "bias shortlist"), ("centroids", "centroids")):
+    for family, label in (("bias-shortlist", "bias shortlist"), ("centroids", "centroids"),
+                          ("centroids-adaptive", "centroids, adaptive buckets")):  # fmt: skip
         for K, ratios in sorted(over_dwta(records, family).items()):
             click.echo(
                 f"{label} at DWTA K={K}'s count: tail top-5 recall / DWTA's (computed), median of "
                 f"{len(ratios)} draws {np.median(ratios):.2f}, range {min(ratios):.2f}-{max(ratios):.2f}"
             )
+    for rec in records:  # per-input sparsity against the full model's entropy
+        if rec["family"] == "centroids-adaptive":
+            rho, fifths = rec["retrieved_entropy_spearman"], rec["retrieved_median_by_entropy_fifth"]
+            click.echo(f"draw {rec['draw']} centroids-adaptive K={rec['K']}: neurons per input p10/p50/p90 "
+                       f"{'/'.join(f'{v:,.0f}' for v in rec['retrieved_p10_p50_p90'])}, Spearman with the full "
+                       f"softmax's entropy {'n/a' if rho is None else f'{rho:+.2f}'}, median by entropy fifth "
+                       f"{' '.join(f'{v:,.0f}' for v in fifths)}")  # fmt: skip
     if out_path:
         atomic_write_text(Path(out_path), "".join(json.dumps(r) + "\n" for r in records))

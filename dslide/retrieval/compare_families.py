@@ -11,7 +11,11 @@ top of the output biases (label popularity: the biases start at log label freque
 Learned families are fitted on other training inputs (their positives: the tail top-5), once per seed and draw.
 The centroids family (k-means of CENTROID_FIT_QUERIES other training inputs, one table, buckets filled with the
 neurons of largest logit at each centroid) is given each DWTA K's retrieved count as its bucket size, so it
-retrieves exactly as many. Every record also gives the share of the retrieved neurons that are among the
+retrieves exactly as many; with adaptive buckets ("centroids-adaptive", per-input sparsity) that count is the mean
+over its fit inputs, and the probes' mean lands near it. Per-input sparsity is shown against the full model: every
+record gives the spread of the per-input counts and their Spearman correlation with the entropy of the full softmax
+at each probe input (flat logits, high entropy: an input that needs more neurons), and the median count in each
+fifth of the probes by entropy. Every record also gives the share of the retrieved neurons that are among the
 POPULAR_TOP most popular (the bias list's head): a family can only recall by learning popularity if that is high.
 Recall is only comparable at equal retrieved counts: compare a family with the others' curves, not a single
 point (learned_over_dwta does, for the learned fits).
@@ -34,6 +38,7 @@ from dslide.data.dataset import SparseDataset
 from dslide.kernels.bf16 import as_float32
 from dslide.kernels.sampling import active_upper_bounds, compact, select_active
 from dslide.lsh import make_family
+from dslide.lsh.centroids import BUCKET_LEVELS
 from dslide.lsh.family import HashFamily
 from dslide.lsh.learned import LearnedHash
 from dslide.lsh.tables import LSHTables
@@ -115,6 +120,7 @@ def compare(
         h_fit, h_probe = hidden(fit_rows), hidden(probe_rows)
         h_centroid_fit = hidden(np.sort(rest[:CENTROID_FIT_QUERIES]))
         top_all = top_logits(h_probe, W, bias, 5)[1]
+        entropy = softmax_entropy(h_probe, W, bias)
         top_tail = top_logits(h_probe, W, bias, 5, exclude=frequent)[1]
         positives = top_logits(h_fit, W, bias, 5, exclude=frequent)[1]
         # how query-specific the tables' job is: few distinct neurons in the tail top-5 = the same popular ones
@@ -141,39 +147,87 @@ def compare(
                     ptr, ids = retrieved_sets(family, tables, h_probe, len(W))
                     count = float(np.diff(ptr).mean())
                     yield {**base, "family": name, "code_layout": layout, "K": K, "seed": seed, "fit_s": fit_s,
-                           "retrieved_mean": count, "recall_top5": recall(ptr, ids, top_all),
+                           "retrieved_mean": count, **per_input(np.diff(ptr), entropy),
+                           "recall_top5": recall(ptr, ids, top_all),
                            "recall_tail_top5": recall(ptr, ids, top_tail),
                            "popular_share": float(popular[ids].mean()) if len(ids) else 0.0}  # fmt: skip
                     if name == "dwta" and layout == "packed":  # the no-hashing control at this count
                         same = shortlist[: round(count)]
                         yield {**base, "family": "bias-shortlist", "code_layout": "none", "K": K, "seed": None,
                                "fit_s": 0.0, "retrieved_mean": float(len(same)),
+                               **per_input(np.full(len(h_probe), len(same)), entropy),
                                "recall_top5": float(np.isin(top_all, same).mean()),
                                "recall_tail_top5": float(np.isin(top_tail, same).mean()),
                                "popular_share": float(popular[same].mean())}  # fmt: skip
-                        yield {**base, **centroid_arm(cfg, W, bias, frequent, h_centroid_fit, h_probe, round(count),
-                                                      top_all, top_tail, popular), "K": K}  # fmt: skip
+                        for adaptive in (False, True):
+                            yield {**base, **centroid_arm(cfg, W, bias, frequent, h_centroid_fit, h_probe,
+                                                          round(count), top_all, top_tail, popular, entropy,
+                                                          adaptive), "K": K}  # fmt: skip
 
 
 def centroid_arm(
     cfg: LSHConfig, W: np.ndarray, bias: np.ndarray, frequent: np.ndarray, h_fit: np.ndarray, h_probe: np.ndarray,
-    size: int, top_all: np.ndarray, top_tail: np.ndarray, popular: np.ndarray,
+    size: int, top_all: np.ndarray, top_tail: np.ndarray, popular: np.ndarray, entropy: np.ndarray,
+    adaptive: bool = False,
 ) -> dict[str, Any]:  # fmt: skip
-    """The centroids family with one table of its default number of centroids (256 unless R is smaller) fitted on
-    h_fit, buckets of `size` neurons: its record fields (family "centroids", the fit and fill seconds in fit_s)."""
-    lsh = dataclasses.replace(cfg, family="centroids", num_tables=1, bucket_capacity=size)
-    lsh = dataclasses.replace(lsh, bits_per_table=auto_bits(len(W), lsh, size))
+    """The centroids family with one table of its default number of centroids (256 unless R is too small) fitted
+    on h_fit, buckets of `size` neurons (adaptive: `size` on average over h_fit): its record fields (family
+    "centroids" or "centroids-adaptive", the fit and fill seconds in fit_s)."""
+    lsh = dataclasses.replace(cfg, family="centroids", num_tables=1, bucket_capacity=size, adaptive_buckets=adaptive)
+    bits = auto_bits(len(W), lsh, size)
+    while adaptive and bits > 1 and 2**bits * BUCKET_LEVELS > 2**lsh.range_pow:
+        bits -= 1
+    lsh = dataclasses.replace(lsh, bits_per_table=bits)
     family = make_family(lsh, W.shape[1], 1)
     t0 = time.perf_counter()
     family.fit(h_fit, None, W, seed=3)
     tables = LSHTables(lsh.num_tables, lsh.range_pow, lsh.bucket_capacity, lsh.insertion)
-    tables.fill(family.fill(W, bias, frequent))
+    tables.fill(family.fill(W, bias, frequent, h_fit))
     fit_s = time.perf_counter() - t0
     ptr, ids = retrieved_sets(family, tables, h_probe, len(W))
-    return {"family": "centroids", "code_layout": "filled", "seed": 3, "fit_s": fit_s,
-            "retrieved_mean": float(np.diff(ptr).mean()), "recall_top5": recall(ptr, ids, top_all),
+    return {"family": "centroids-adaptive" if adaptive else "centroids", "code_layout": "filled", "seed": 3,
+            "fit_s": fit_s, "retrieved_mean": float(np.diff(ptr).mean()), **per_input(np.diff(ptr), entropy),
+            "recall_top5": recall(ptr, ids, top_all),
             "recall_tail_top5": recall(ptr, ids, top_tail),
             "popular_share": float(popular[ids].mean()) if len(ids) else 0.0}  # fmt: skip
+
+
+def softmax_entropy(h: np.ndarray, W: np.ndarray, bias: np.ndarray, chunk: int = 65536) -> np.ndarray:
+    """float64 (n,): the entropy (nats) of the full softmax over all neurons at each row of h, in chunks of
+    neurons (a streaming log-sum-exp: H = log Z - E[z])."""
+    peak = np.full(len(h), -np.inf)
+    total, weighted = np.zeros(len(h)), np.zeros(len(h))
+    for start in range(0, len(W), chunk):
+        z = (h @ as_float32(W[start : start + chunk]).T + bias[start : start + chunk]).astype(np.float64)
+        new = np.maximum(peak, z.max(axis=1))
+        scale = np.exp(peak - new)
+        e = np.exp(z - new[:, None])
+        total = total * scale + e.sum(axis=1)
+        weighted = weighted * scale + (e * z).sum(axis=1)
+        peak = new
+    return peak + np.log(total) - weighted / total
+
+
+def spearman(a: np.ndarray, b: np.ndarray) -> float | None:
+    """Spearman's rank correlation (ties share their mean rank); None where either side is constant."""
+
+    def ranks(x: np.ndarray) -> np.ndarray:
+        _, inverse, counts = np.unique(x, return_inverse=True, return_counts=True)
+        return (np.cumsum(counts) - (counts - 1) / 2)[inverse]
+
+    ra, rb = ranks(np.asarray(a)), ranks(np.asarray(b))
+    if ra.std() == 0 or rb.std() == 0:
+        return None
+    return float(np.corrcoef(ra, rb)[0, 1])
+
+
+def per_input(counts: np.ndarray, entropy: np.ndarray) -> dict[str, Any]:
+    """Record fields of the per-input retrieved counts: their 10th / 50th / 90th percentiles, Spearman's correlation
+    with the full softmax's entropy at each input, and the median count in each fifth of the inputs by entropy."""
+    fifths = np.array_split(np.argsort(entropy, kind="stable"), 5)
+    return {"retrieved_p10_p50_p90": [float(v) for v in np.percentile(counts, [10, 50, 90])],
+            "retrieved_entropy_spearman": spearman(counts, entropy),
+            "retrieved_median_by_entropy_fifth": [float(np.median(counts[f])) for f in fifths]}  # fmt: skip
 
 
 def over_dwta(records: list[dict[str, Any]], family: str) -> dict[int, list[float]]:

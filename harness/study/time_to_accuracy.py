@@ -19,6 +19,8 @@ Arms (all on one node, the same threads):
 - centroids: one table of 256 k-means centroids of the inputs, each bucket the neurons of largest logit at its
             centroid (`--hash centroids --tables 1`, dslide/lsh/centroids.py), refilled on SLIDE's schedule
 - centroids-drift: the same, refilled when the drift monitor's share reaches 0.1
+- centroids-adaptive: centroids-drift with adaptive buckets (`--adaptive-buckets --pad-threshold 0`): per-input
+            sparsity, M/4 to 4M neurons an input, M on average
 
 Figures: P@1 and train_seconds are *measured* (clocks; evaluation time excluded); the target is 90% of the
 best epoch-end P@1 any arm reached, and an arm's time to it is the first held-out evaluation at or above it
@@ -54,6 +56,8 @@ ARMS: dict[str, list[str]] = {
     "centroids": ["--hash", "centroids", "--tables", "1"],
     "centroids-drift": ["--hash", "centroids", "--tables", "1", "--rebuild-trigger", "drift", "--drift-threshold",
                         "0.1"],
+    "centroids-adaptive": ["--hash", "centroids", "--tables", "1", "--adaptive-buckets", "--pad-threshold", "0",
+                           "--rebuild-trigger", "drift", "--drift-threshold", "0.1"],
 }  # fmt: skip
 EVALS_PER_EPOCH = 4
 TARGET_SHARE = 0.9

@@ -24,11 +24,13 @@ def amazon_like(seed: int = 1):
 
 
 def train_defaults(tmp_path, data, lr: float, epochs: int, mode: str = "lsh", name: str = "run",
-                   lsh: LSHConfig = SPARSE_LSH, min_active: int = 200) -> list[dict]:  # fmt: skip
+                   lsh: LSHConfig = SPARSE_LSH, min_active: int = 200,
+                   pad_threshold: int | None = None) -> list[dict]:  # fmt: skip
     train_ds, test_ds = data
     # the engine's defaults with the active set scaled to 1% of the outputs (200 of 20,000), as 1,000 of
     # 670,091 is at the Amazon shape: 50 frequent labels, the tables, and 80 weighted uniform negatives always
-    sampling = SamplingConfig(mode, min_active=min_active, pad_threshold=min_active, tail=80, frequent=50)
+    pad = min_active if pad_threshold is None else pad_threshold
+    sampling = SamplingConfig(mode, min_active=min_active, pad_threshold=pad, tail=80, frequent=50)
     # K fixed at the Amazon default (5): auto_bits would take 4 here, whose tables alone return ~240 (over 1%)
     net = NetworkConfig(train_ds.num_features, train_ds.num_labels, hidden=(64,), sampling=sampling, lsh=lsh)
     cfg = TrainConfig(epochs=epochs, lr=lr, input_lr=lr if lr == 0 else TrainConfig.input_lr, threads=2,
@@ -61,14 +63,21 @@ def test_defaults_learn_far_beyond_label_popularity_at_one_percent_active(tmp_pa
 
 
 @pytest.mark.slow
-def test_input_centroids_learn_far_beyond_label_popularity_at_one_percent_active(tmp_path, data):
+@pytest.mark.parametrize("adaptive", [False, True], ids=["fixed-buckets", "adaptive-buckets"])
+def test_input_centroids_learn_far_beyond_label_popularity_at_one_percent_active(tmp_path, data, adaptive):
     """--hash centroids --tables 1 (dslide/lsh/centroids.py): buckets of 70 neurons (the floor given), with the 50
-    frequent labels and 80 uniform negatives ~1% of the outputs active; the same criterion as the defaults."""
+    frequent labels and 80 uniform negatives ~1% of the outputs active; the same criterion as the defaults.
+    Adaptive buckets (no padding to the floor): 70 on average, fewer for some inputs and more for others."""
     popularity = popularity_p_at_1(*data)
     records = train_defaults(tmp_path, data, 1e-3, epochs=3, name="centroids", min_active=70,
-                             lsh=LSHConfig(family="centroids", num_tables=1))  # fmt: skip
+                             lsh=LSHConfig(family="centroids", num_tables=1, adaptive_buckets=adaptive),
+                             pad_threshold=0 if adaptive else None)  # fmt: skip
     assert records[-1]["avg_active"] <= 0.0105 * 20_000 and sum(r["hash_fits"] for r in records) >= 1
-    assert records[-1]["lsh_retrieved_p50"] >= 70  # the bucket, not padding, fills the floor
+    if adaptive:  # the active count follows the input (labels + 50 frequent + retrieved + 80 tail; no floor)
+        assert records[-1]["active_p05"] < 200 < records[-1]["active_p95"]
+        assert records[-1]["padding_share"] < 0.5
+    else:
+        assert records[-1]["lsh_retrieved_p50"] >= 70  # the bucket, not padding, fills the floor
     assert learned_from_features(records, popularity), ([r["p@1"] for r in records], popularity)
     assert records[-1]["top1_concentration"] < 0.5
 

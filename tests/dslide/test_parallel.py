@@ -134,13 +134,14 @@ def learnable_files(tmp_path_factory):
     return tmp / "train.txt", tmp / "test.txt", popularity_p_at_1(train, test)
 
 
-def train_lsh(files, out: Path, P: int) -> list[dict]:
-    """test_learning's setting: 20,000 labels, 200 active (1%), K = 5, 2 epochs."""
+def train_lsh(files, out: Path, P: int, *extra: str) -> list[dict]:
+    """test_learning's setting: 20,000 labels, 200 active (1%), K = 5, 2 epochs; extra options after (the last of a
+    repeated option wins)."""
     exe = Path(sys.executable).parent / "dslide"
     cmd = [mpiexec(), "-n", str(P), str(exe) if exe.exists() else "dslide", "train", "--train", str(files[0]),
            "--test", str(files[1]), "--out", str(out), "--epochs", "2", "--hidden", "64", "--bits", "5",
            "--min-active", "200", "--pad-threshold", "200", "--frequent", "50", "--tail", "80", "--recall-every", "0",
-           "--threads", "1", "--no-progress"]  # fmt: skip
+           "--threads", "1", "--no-progress", *extra]  # fmt: skip
     subprocess.run(cmd, check=True, timeout=900, env={**os.environ, "NUMBA_NUM_THREADS": "1"})
     import json
 
@@ -162,3 +163,23 @@ def test_with_lsh_sampling_p_ranks_learn_as_one_rank_does(tmp_path, learnable_fi
         assert abs(many[-1]["p@1"] - one[-1]["p@1"]) <= 0.05, (P, many[-1]["p@1"], one[-1]["p@1"])
         assert many[-1]["avg_active"] <= 0.0105 * 20_000 and one[-1]["avg_active"] <= 0.0105 * 20_000
         assert many[-1]["avg_active"] == pytest.approx(one[-1]["avg_active"], rel=0.15)
+
+
+@pytest.mark.slow
+def test_input_centroids_with_adaptive_buckets_learn_on_two_ranks_as_on_one(tmp_path, learnable_files):
+    """--hash centroids with adaptive buckets is rank-local (each rank fits centroids on the inputs it saw, which all
+    ranks share, and fills its buckets from its own neurons, its share of the floor): on 2 ranks the network learns
+    as on one, within the sampling noise of the test above, at the same mean active count."""
+    from tests.dslide.test_learning import learned_from_features
+
+    popularity = learnable_files[2]
+    extra = ("--hash", "centroids", "--tables", "1", "--bits", "8", "--adaptive-buckets", "--pad-threshold", "0",
+             "--min-active", "70")  # fmt: skip
+    one = train_lsh(learnable_files, tmp_path / "p1", 1, *extra)
+    two = train_lsh(learnable_files, tmp_path / "p2", 2, *extra)
+    for run in (one, two):
+        assert learned_from_features(run, popularity), ([m["p@1"] for m in run], popularity)
+        assert run[-1]["avg_active"] <= 0.0105 * 20_000 and run[-1]["hash_fits"] + run[0]["hash_fits"] >= 1
+        assert run[-1]["active_p05"] < run[-1]["active_p95"]  # the count follows the input
+    assert abs(two[-1]["p@1"] - one[-1]["p@1"]) <= 0.05, (two[-1]["p@1"], one[-1]["p@1"])
+    assert two[-1]["avg_active"] == pytest.approx(one[-1]["avg_active"], rel=0.15)

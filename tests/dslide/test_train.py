@@ -94,9 +94,13 @@ def test_train_writes_the_metrics_contract_and_learns(files, learned, tmp_path):
 
 LEARNED = ("--hash", "learned", "--bits", "4", "--learned-bits", "16", "--redraw-every", "7")
 CENTROIDS = ("--hash", "centroids", "--bits", "3", "--tables", "1", "--redraw-every", "7")
+# adaptive buckets: reach is checkpointed and recalibrated; 8 centroids x 9 prefix lengths need 2**7 buckets
+ADAPTIVE = (*CENTROIDS, "--adaptive-buckets", "--pad-threshold", "0", "--range-pow", "7")
 
 
-@pytest.mark.parametrize("trigger", ["fixed", "drift", "learned", "centroids", "bf16-moments", "bf16-weights"])
+@pytest.mark.parametrize(
+    "trigger", ["fixed", "drift", "learned", "centroids", "centroids-adaptive", "bf16-moments", "bf16-weights"]
+)
 def test_resume_gives_the_same_result_as_an_uninterrupted_run(files, learned, tmp_path, trigger):
     """With "learned" and "centroids", the family is fitted at step 5 and every 7 steps (the fit's input buffer is
     checkpointed; the centroids' tables are filled, not hashed). With bfloat16 Adam moments (and weights), the
@@ -104,7 +108,7 @@ def test_resume_gives_the_same_result_as_an_uninterrupted_run(files, learned, tm
     exactly after the resume; the model still learns."""
     whole, parts = tmp_path / "whole", tmp_path / "parts"
     bf16 = {"bf16-moments": ("--moments", "bf16"), "bf16-weights": ("--moments", "bf16", "--weights", "bf16")}
-    fitted = {"learned": LEARNED, "centroids": CENTROIDS}
+    fitted = {"learned": LEARNED, "centroids": CENTROIDS, "centroids-adaptive": ADAPTIVE}
     rebuilds = {**fitted, **bf16}.get(trigger, ("--rebuild-trigger", trigger, "--drift-threshold", "0.02"))
     subprocess.run(train_cmd(files, whole, "--epochs", "2", *rebuilds), check=True, env=env(), timeout=600)
     # Stop mid-epoch (SIGKILL after a checkpoint exists), then resume to the end.
@@ -125,7 +129,7 @@ def test_resume_gives_the_same_result_as_an_uninterrupted_run(files, learned, tm
     assert moment_types == ({np.dtype(np.uint16)} if trigger in bf16 else {np.dtype(np.float32)})
     weight_types = {a[key].dtype for key in a if key.endswith(".W") and a[key].ndim == 2}
     assert weight_types == ({np.dtype(np.uint16)} if trigger == "bf16-weights" else {np.dtype(np.float32)})
-    if trigger in bf16 or trigger == "centroids":
+    if trigger in bf16 or trigger.startswith("centroids"):
         assert ma[-1]["p@1"] > learned
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from dslide.config import LSHConfig, SamplingConfig, ScheduleConfig
 from dslide.lsh import QueryCentroids, make_family
-from dslide.lsh.centroids import kmeans
+from dslide.lsh.centroids import kmeans, level_sizes
 from dslide.lsh.index import NeuronIndex
 from dslide.lsh.tables import LSHTables
 from dslide.sampler import OutputSampler
@@ -143,3 +143,143 @@ def test_the_sampler_shares_the_active_floor_among_the_tables_and_ranks() -> Non
     half = OutputSampler(335_046, 670_091, 128, lsh, sampling, ScheduleConfig(), 0).resolved_lsh()
     assert (whole.bucket_capacity, whole.bits_per_table) == (500, 8)
     assert half.bucket_capacity == math.ceil(1000 * 335_046 / 670_091 / 2)
+
+
+# -- adaptive buckets (per-input sparsity) ---------------------------------------------------------------------
+
+
+def adaptive_family(M: int = 8, dim: int = 16, seed: int = 0) -> QueryCentroids:
+    cfg = LSHConfig(family="centroids", bits_per_table=3, num_tables=2, range_pow=7, bucket_capacity=M,
+                    adaptive_buckets=True)  # fmt: skip
+    fam = make_family(cfg, dim, seed)
+    assert isinstance(fam, QueryCentroids) and fam.adaptive
+    return fam
+
+
+def test_adaptive_levels_run_from_a_quarter_to_four_times_the_bucket_size() -> None:
+    assert list(level_sizes(8)) == [2, 3, 4, 6, 8, 12, 16, 23, 32]
+    assert list(level_sizes(1)) == [1, 1, 1, 1, 1, 2, 2, 3, 4]
+    assert level_sizes(1000)[4] == 1000 and level_sizes(1000)[-1] == 4000
+
+
+def test_adaptive_fill_ranks_each_centroids_neurons_and_stores_every_prefix() -> None:
+    """Bucket c * 9 + s holds the first levels[s] of centroid c's 4M neurons of largest logit, best first (numpy's
+    ranking, the excluded left out); an input's prefix is the shortest holding every ranked neuron whose logit at
+    the centroid is within reach x |x - mu_c| of its largest (a numpy reference, neuron by neuron)."""
+    gen = np.random.default_rng(5)
+    fam = adaptive_family()
+    points = blobs(gen, 8, 20, 16)[0]
+    fam.fit(points, None, points, seed=1)
+    W = gen.standard_normal((400, 16)).astype(np.float32)
+    b = gen.standard_normal(400).astype(np.float32)
+    exclude = np.array([3, 9], dtype=np.int32)
+    buckets = fam.fill(W, b, exclude, points)
+    sizes = level_sizes(8)
+    assert buckets.shape == (2, 8 * 9, 32)
+    x = np.abs(points + gen.standard_normal(points.shape).astype(np.float32))
+    codes = fam.hash_queries(x)
+    for t in range(2):
+        logits = fam.centroids[t] @ W.T + b
+        logits[:, exclude] = -np.inf
+        for c in range(8):
+            ranked = np.argsort(-logits[c], kind="stable")[:32]
+            for s in range(9):
+                np.testing.assert_array_equal(buckets[t, c * 9 + s, : sizes[s]], ranked[: sizes[s]])
+                assert (buckets[t, c * 9 + s, sizes[s] :] == -1).all()
+        assert np.isfinite(fam.reach[t]) and fam.reach[t] >= 0
+        dist = np.sqrt(((x[:, None, :] - fam.centroids[t][None]) ** 2).sum(axis=2))
+        nearest = np.argmin(dist, axis=1)
+        np.testing.assert_array_equal(codes[:, t] // 9, nearest)
+        for i in range(len(x)):
+            c = nearest[i]
+            ranked_logits = np.sort(logits[c])[::-1][:32]
+            floor = ranked_logits[0] - fam.reach[t] * dist[i, c]
+            tol = 1e-4 * (1 + abs(floor))  # the fill's float32 sums against numpy's
+            fewest, most = ((ranked_logits >= floor + d).sum() for d in (tol, -tol))
+            level = codes[i, t] % 9  # the shortest prefix holding every neuron at or above the floor
+            assert min(int((sizes < fewest).sum()), 8) <= level <= min(int((sizes < most).sum()), 8)
+
+
+def test_adaptive_reach_gives_the_recent_inputs_the_bucket_size_on_average() -> None:
+    """reach is the largest at which the calibration inputs take at most M on average: a little more and they take
+    more. Inputs farther from their centroid take at least as much; before any fill every input takes M."""
+    gen = np.random.default_rng(6)
+    fam = adaptive_family(M=8)
+    points = blobs(gen, 8, 40, 16)[0]
+    x0 = np.abs(points[:5] + 0.1)
+    assert set(fam.hash_queries(x0)[:, 0] % 9) == {4}  # reach not set yet: M each
+    fam.fit(points, None, points, seed=2)
+    W = gen.standard_normal((2000, 16)).astype(np.float32)
+    fam.fill(W, None, np.zeros(0, np.int32), points)
+    sizes = level_sizes(8)
+    for t in range(2):
+        nearest = fam.hash_queries(points)[:, t] // 9
+        dist = fam.distances(points, nearest, t)
+        taken = sizes[fam.levels_at(t, nearest, dist, fam.reach[t])].mean()
+        more = sizes[fam.levels_at(t, nearest, dist, fam.reach[t] * 1.01 + 1e-6)].mean()
+        assert taken <= 8 < more
+    # the same direction from a centroid, further out: never a shorter prefix
+    mu = fam.centroids[0][0]
+    step = np.abs(gen.standard_normal(16)).astype(np.float32)
+    far = np.stack([mu + a * step for a in (0.0, 0.05, 0.1, 0.2)])
+    levels = fam.hash_queries(far)[:, 0]
+    same = levels // 9 == 0
+    assert same[0] and np.all(np.diff(levels[same] % 9) >= 0)
+
+
+def test_adaptive_buckets_take_more_where_the_centroids_logits_are_flat() -> None:
+    """Two clusters: at one, a single neuron's logit stands far above the rest; at the other, 30 neurons share the
+    top. At the same distance from their centroid, the second cluster's inputs take the longer prefix."""
+    gen = np.random.default_rng(7)
+    dim = 16
+    a, b = np.zeros(dim, np.float32), np.zeros(dim, np.float32)
+    a[:8], b[8:] = 1.0, 1.0
+    W = 0.01 * gen.standard_normal((500, dim)).astype(np.float32)
+    W[0, :8] = 3.0  # peaked at a
+    W[1:31, 8:] = 1.0 + 0.01 * gen.standard_normal((30, 8)).astype(np.float32)  # flat top at b
+    cfg = LSHConfig(family="centroids", bits_per_table=1, num_tables=1, range_pow=5, bucket_capacity=8,
+                    adaptive_buckets=True)  # fmt: skip
+    fam = make_family(cfg, dim, 0)
+    fam.centroids[0] = np.stack([a, b])
+    noise = 0.05 * np.abs(gen.standard_normal((64, dim))).astype(np.float32)
+    queries = np.concatenate([a + noise[:32], b + noise[32:]])
+    fam.fill(W, None, np.zeros(0, np.int32), queries)
+    codes = fam.hash_queries(queries)[:, 0]
+    assert (codes[:32] // 9 == 0).all() and (codes[32:] // 9 == 1).all()
+    assert np.median(codes[32:] % 9) > np.median(codes[:32] % 9)
+
+
+def test_adaptive_state_round_trips_and_misconfigurations_are_refused() -> None:
+    gen = np.random.default_rng(8)
+    fam = adaptive_family()
+    points = blobs(gen, 8, 20, 16)[0]
+    fam.fit(points, None, points, seed=1)
+    fam.fill(gen.standard_normal((300, 16)).astype(np.float32), None, np.zeros(0, np.int32), points)
+    other = adaptive_family(seed=9)
+    other.load_state({k: np.array(v) for k, v in fam.state().items()})
+    np.testing.assert_array_equal(other.hash_queries(points), fam.hash_queries(points))
+    with pytest.raises(ValueError, match="feature of the centroids family"):
+        make_family(LSHConfig(family="dwta", bits_per_table=3, adaptive_buckets=True), 16, 0)
+    with pytest.raises(ValueError, match="bucket lengths need 72 buckets"):
+        make_family(LSHConfig(family="centroids", bits_per_table=3, range_pow=6, adaptive_buckets=True), 16, 0)
+
+
+def test_the_index_calibrates_adaptive_buckets_on_its_buffered_inputs() -> None:
+    """Through NeuronIndex: the fill at the first rebuild step sets reach from the inputs training buffered, and
+    those inputs then retrieve M neurons on average (at most), some more and some fewer."""
+    gen = np.random.default_rng(9)
+    lsh = LSHConfig(family="centroids", bits_per_table=3, num_tables=1, range_pow=7, bucket_capacity=6,
+                    adaptive_buckets=True)  # fmt: skip
+    index = NeuronIndex(300, 16, lsh, ScheduleConfig(rebuild_first=4, redraw_every=0), hash_seed=3)
+    W = gen.standard_normal((300, 16)).astype(np.float32)
+    index.rebuild(W)
+    assert np.isnan(index.family.reach[0])
+    points = blobs(gen, 8, 16, 16)[0]
+    points = np.abs(points + gen.standard_normal(points.shape).astype(np.float32))
+    for step in range(1, 5):
+        index.remember(points[gen.permutation(len(points))])
+        index.maybe_refresh(step, W, None, np.zeros(0, np.int32))
+    assert np.isfinite(index.family.reach[0])
+    codes, offsets, _ = index.lookup(index.buffered_queries())
+    sizes = offsets[0, codes[:, 0] + 1] - offsets[0, codes[:, 0]]
+    assert sizes.mean() <= 6 and sizes.min() < 6 < sizes.max()

@@ -71,8 +71,11 @@ def test_compare_prints_and_writes_the_same_records_and_the_shortlist_ratios(run
                      out_path).splitlines()  # fmt: skip
     records = [json.loads(line) for line in out_path.read_text().splitlines()]
     draw_lines = [line for line in printed if line.startswith("draw ")]
-    # DWTA K=4,5,6 each with its shortlist and centroids at its count, SLIDE's K=6; 2 draws
-    assert len(draw_lines) == len(records) == 2 * 10
+    # DWTA K=4,5,6 each with its shortlist and centroids (fixed and adaptive buckets) at its count, SLIDE's K=6; 2
+    # draws; then a line on per-input sparsity for every adaptive record
+    adaptive_lines = [line for line in draw_lines if " centroids-adaptive K=" in line and ": neurons per input" in line]
+    draw_lines = [line for line in draw_lines if line not in adaptive_lines]
+    assert len(draw_lines) == len(records) == 2 * 13 and len(adaptive_lines) == 2 * 3
     assert {r["draw"] for r in records} == {0, 1} and {r["queries"] for r in records} == {40}
     for line, r in zip(draw_lines, records, strict=True):
         m = re.fullmatch(r"draw (\d) (\S+) +(\S+) +K=(\d+) +(?:seed \d+ +)?retrieved +([\d,]+)  recall top-5 ([\d.]+)  "
@@ -87,7 +90,11 @@ def test_compare_prints_and_writes_the_same_records_and_the_shortlist_ratios(run
             dwta_count = next(d["retrieved_mean"] for d in records if d["family"] == "dwta" and d["K"] == r["K"]
                               and d["draw"] == r["draw"] and d["code_layout"] == "packed")  # fmt: skip
             assert r["retrieved_mean"] <= round(dwta_count)
-    for family, label in (("bias-shortlist", "bias shortlist"), ("centroids", "centroids")):
+    for line, r in zip(adaptive_lines, [r for r in records if r["family"] == "centroids-adaptive"], strict=True):
+        assert f"draw {r['draw']} centroids-adaptive K={r['K']}: neurons per input p10/p50/p90 " in line
+        assert len(r["retrieved_median_by_entropy_fifth"]) == 5 and len(r["retrieved_p10_p50_p90"]) == 3
+    for family, label in (("bias-shortlist", "bias shortlist"), ("centroids", "centroids"),
+                          ("centroids-adaptive", "centroids, adaptive buckets")):  # fmt: skip
         summary = [line for line in printed if line.startswith(f"{label} at DWTA")]
         assert len(summary) == 3
         for K, line in zip((4, 5, 6), summary, strict=True):

@@ -8,7 +8,15 @@ import subprocess
 import numpy as np
 import pytest
 
-from dslide.retrieval.compare_families import dwta_at, learned_over_dwta, popular_first, shortlist_over_dwta
+from dslide.retrieval.compare_families import (
+    dwta_at,
+    learned_over_dwta,
+    per_input,
+    popular_first,
+    shortlist_over_dwta,
+    softmax_entropy,
+    spearman,
+)
 from tests.dslide.test_train import dslide_exe, env, files, train_cmd  # noqa: F401 (files is a fixture)
 
 
@@ -70,3 +78,36 @@ def test_learned_recall_is_divided_by_dwtas_interpolated_at_its_own_count_and_dr
     assert dwta_at(records, 0, 10) == pytest.approx(0.01)  # outside: the nearest end
     learned = [rec("learned", 0, 1_000, 0.05, K=13), rec("learned", 1, 1_000, 0.05, K=13)]
     assert learned_over_dwta(records + learned) == {13: [pytest.approx(2.5), pytest.approx(1.25)]}
+
+
+def test_softmax_entropy_is_numpys_over_all_neurons_whatever_the_chunk():
+    gen = np.random.default_rng(0)
+    h = gen.standard_normal((7, 5)).astype(np.float32)
+    W = (3 * gen.standard_normal((103, 5))).astype(np.float32)
+    bias = gen.standard_normal(103).astype(np.float32)
+    z = (h @ W.T + bias).astype(np.float64)
+    p = np.exp(z - z.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    want = -(p * np.log(p)).sum(axis=1)
+    for chunk in (1, 10, 1000):
+        np.testing.assert_allclose(softmax_entropy(h, W, bias, chunk=chunk), want, rtol=1e-5)
+    flat = softmax_entropy(np.zeros((1, 5), np.float32), W, np.zeros(103, np.float32))
+    assert flat[0] == pytest.approx(np.log(103))
+
+
+def test_spearman_ranks_with_ties_and_refuses_a_constant_side():
+    a = np.array([1.0, 2.0, 3.0, 4.0, 5.0])
+    assert spearman(a, a**3) == pytest.approx(1.0) and spearman(a, -a) == pytest.approx(-1.0)
+    # ties share their mean rank: ranks of [1, 1, 2] are [1.5, 1.5, 3]
+    want = np.corrcoef([1.5, 1.5, 3.0], [1.0, 2.0, 3.0])[0, 1]
+    assert spearman(np.array([1, 1, 2]), np.array([10, 20, 30])) == pytest.approx(want)
+    assert spearman(np.array([4, 4, 4]), np.array([1, 2, 3])) is None
+
+
+def test_per_input_reads_counts_by_fifth_of_entropy():
+    entropy = np.arange(10, dtype=np.float64)[::-1]  # input 9 is the least uncertain
+    counts = np.arange(10) * 10
+    rec = per_input(counts, entropy)
+    assert rec["retrieved_median_by_entropy_fifth"] == [85.0, 65.0, 45.0, 25.0, 5.0]
+    assert rec["retrieved_entropy_spearman"] == pytest.approx(-1.0)
+    assert rec["retrieved_p10_p50_p90"] == pytest.approx([9.0, 45.0, 81.0])
