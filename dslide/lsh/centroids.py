@@ -212,22 +212,25 @@ def level_sizes(m: int) -> np.ndarray:
 
 
 def calibrate_reach(family: QueryCentroids, x: np.ndarray, nearest: np.ndarray, t: int) -> float:
-    """The largest reach (>= 0) at which the inputs x (their nearest centroids in table t) take at most the bucket
-    size on average (bisection: the mean prefix grows with reach)."""
-    dist = family.distances(x, nearest, t)
-
-    def mean_taken(reach: float) -> float:
-        return float(family.levels[family.levels_at(t, nearest, dist, reach)].mean())
-
-    lo, hi = 0.0, 1.0
-    if mean_taken(lo) > family.bucket_size:
-        return 0.0
-    while mean_taken(hi) <= family.bucket_size and hi < 1e12:
-        lo, hi = hi, hi * 4
-    for _ in range(40):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if mean_taken(mid) <= family.bucket_size else (lo, mid)
-    return lo
+    """The reach at which the inputs x (their nearest centroids in table t) take the most neurons on average without
+    passing the bucket size. Exact, with one sort: input q's prefix passes level s at reach (top - next[s]) /
+    |x_q - mu|, so the mean prefix is a step function of reach, read off the sorted steps."""
+    dist = family.distances(x, nearest, t).astype(np.float64)
+    top = family.level_start[t, nearest].astype(np.float64)[:, None]
+    gap = top - family.level_next[t, nearest, :-1].astype(np.float64)  # -inf next (no such neuron): never passed
+    with np.errstate(divide="ignore", invalid="ignore"):
+        steps = np.where(np.isfinite(gap), np.maximum(gap, 0.0) / dist[:, None], np.inf)
+    steps[np.isnan(steps)] = 0.0  # an input on its centroid with tied logits: passed at any reach
+    grow = np.broadcast_to(np.diff(family.levels).astype(np.float64), steps.shape)
+    order = np.argsort(steps, axis=None, kind="stable")
+    at, total = steps.ravel()[order], len(x) * family.levels[0] + np.cumsum(grow.ravel()[order])
+    last = np.flatnonzero(np.append(at[1:] != at[:-1], True))  # the last step of each distinct reach
+    fits = last[(total[last] <= len(x) * family.bucket_size) & np.isfinite(at[last])]
+    if len(fits) == 0:  # even the first step overshoots: stay below it (0 if it is at 0)
+        return float(at[0] / 2) if np.isfinite(at[0]) else 0.0
+    i = fits[-1]
+    above = at[i + 1] if i + 1 < len(at) else np.inf
+    return float((at[i] + above) / 2) if np.isfinite(above) else float(at[i] * 2 + 1.0)
 
 
 def nearest(x: np.ndarray, centroids: np.ndarray) -> np.ndarray:
