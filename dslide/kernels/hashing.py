@@ -260,7 +260,7 @@ def sampled_bit_codes(
                 out[r0 + r, t] = code[r]
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(parallel=True, fastmath={"reassoc", "contract"}, cache=True)  # reassoc: the dot products vectorise
 def nearest_centroid_codes(x: np.ndarray, centroids: np.ndarray, table: int, out: np.ndarray) -> None:
     """out[i, table] = the index of row i's nearest centroid (squared Euclidean: |mu|^2 - 2 x . mu; ties: the lowest
     index). A numba loop rather than a BLAS product: the step calls it on every batch, and OpenBLAS's threads would
