@@ -12,7 +12,9 @@ Learned families are fitted on other training inputs (their positives: the tail 
 The centroids family (k-means of CENTROID_FIT_QUERIES other training inputs, one table, buckets filled with the
 neurons of largest logit at each centroid) is given each DWTA K's retrieved count as its bucket size, so it
 retrieves exactly as many; with adaptive buckets ("centroids-adaptive", per-input sparsity) that count is the mean
-over its fit inputs, and the probes' mean lands near it. Per-input sparsity is shown against the full model: every
+over CALIBRATION_QUERIES further training inputs (neither fit nor probe inputs: the fit inputs sit nearer their
+centroids than any others, and would set the prefixes too long; only a set too small to hold them calibrates on the
+fit inputs), and the probes' mean lands near it. Per-input sparsity is shown against the full model: every
 record gives the spread of the per-input counts and their Spearman correlation with the entropy of the full softmax
 at each probe input (flat logits, high entropy: an input that needs more neurons), and the median count in each
 fifth of the probes by entropy. Every record also gives the share of the retrieved neurons that are among the
@@ -80,6 +82,7 @@ def recall(ptr: np.ndarray, ids: np.ndarray, top: np.ndarray) -> float:
 
 FIT_QUERIES = LearnedHash.fit_queries  # as many inputs as training fits the learned family on
 CENTROID_FIT_QUERIES = 4096  # QueryCentroids.inputs_per_centroid (16) x its default 256 centroids
+CALIBRATION_QUERIES = 512  # as many as training calibrates adaptive buckets on (dslide/lsh/index.py)
 POPULAR_TOP = 1000
 
 
@@ -119,6 +122,8 @@ def compare(
         rest = np.concatenate([order[FIT_QUERIES + queries :], order[:FIT_QUERIES]])
         h_fit, h_probe = hidden(fit_rows), hidden(probe_rows)
         h_centroid_fit = hidden(np.sort(rest[:CENTROID_FIT_QUERIES]))
+        calibrate = rest[CENTROID_FIT_QUERIES : CENTROID_FIT_QUERIES + CALIBRATION_QUERIES]
+        h_calibrate = hidden(np.sort(calibrate if len(calibrate) else rest[:CALIBRATION_QUERIES]))
         top_all = top_logits(h_probe, W, bias, 5)[1]
         entropy = softmax_entropy(h_probe, W, bias)
         top_tail = top_logits(h_probe, W, bias, 5, exclude=frequent)[1]
@@ -162,17 +167,18 @@ def compare(
                         for adaptive in (False, True):
                             yield {**base, **centroid_arm(cfg, W, bias, frequent, h_centroid_fit, h_probe,
                                                           round(count), top_all, top_tail, popular, entropy,
-                                                          adaptive), "K": K}  # fmt: skip
+                                                          h_calibrate if adaptive else None), "K": K}  # fmt: skip
 
 
 def centroid_arm(
     cfg: LSHConfig, W: np.ndarray, bias: np.ndarray, frequent: np.ndarray, h_fit: np.ndarray, h_probe: np.ndarray,
     size: int, top_all: np.ndarray, top_tail: np.ndarray, popular: np.ndarray, entropy: np.ndarray,
-    adaptive: bool = False,
+    h_calibrate: np.ndarray | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """The centroids family with one table of its default number of centroids (256 unless R is too small) fitted
-    on h_fit, buckets of `size` neurons (adaptive: `size` on average over h_fit): its record fields (family
-    "centroids" or "centroids-adaptive", the fit and fill seconds in fit_s)."""
+    on h_fit, buckets of `size` neurons (h_calibrate given: adaptive buckets of `size` on average over those inputs):
+    its record fields (family "centroids" or "centroids-adaptive", the fit and fill seconds in fit_s)."""
+    adaptive = h_calibrate is not None
     lsh = dataclasses.replace(cfg, family="centroids", num_tables=1, bucket_capacity=size, adaptive_buckets=adaptive)
     bits = auto_bits(len(W), lsh, size)
     while adaptive and bits > 1 and 2**bits * BUCKET_LEVELS > 2**lsh.range_pow:
@@ -182,7 +188,7 @@ def centroid_arm(
     t0 = time.perf_counter()
     family.fit(h_fit, None, W, seed=3)
     tables = LSHTables(lsh.num_tables, lsh.range_pow, lsh.bucket_capacity, lsh.insertion)
-    tables.fill(family.fill(W, bias, frequent, h_fit))
+    tables.fill(family.fill(W, bias, frequent, h_calibrate))
     fit_s = time.perf_counter() - t0
     ptr, ids = retrieved_sets(family, tables, h_probe, len(W))
     return {"family": "centroids-adaptive" if adaptive else "centroids", "code_layout": "filled", "seed": 3,
