@@ -39,8 +39,9 @@ def auto_bits(num_outputs: int, lsh: LSHConfig, target: int) -> int:
     active set's floor (SamplingConfig.min_active, 1,000), so the tables, not random padding, fill it. A code of
     WTA/DWTA has log2(bin_size) bits a hash; SimHash and learned hashes 1. With 1,000, L=50 and DWTA bins of 8:
     K=5 at 670,091 outputs (~1,000; ~1,100 measured), 4 at 235,055 (the real-text vocabulary), 3 at 40,000."""
-    if lsh.family == "centroids":  # K = log2 of the centroids a table: 256, fitted on 16 inputs each (centroids.py)
-        return min(8, lsh.range_pow)
+    if lsh.family == "centroids":  # K = log2 of the centroids a table: 256, fitted on 16 inputs each (centroids.py);
+        # adaptive buckets store 9 prefixes a centroid, so 4 of the R bits go to the prefix
+        return max(1, min(8, lsh.range_pow - (4 if lsh.adaptive_buckets else 0)))
     bits_a_hash = math.log2(lsh.bin_size) if lsh.family in ("wta", "dwta") else 1.0
     k = math.floor(math.log2(max(num_outputs * lsh.num_tables / target, 1.0)) / bits_a_hash + 1e-9)
     return max(1, min(k, 16, lsh.range_pow if lsh.family == "learned" else 16))

@@ -163,7 +163,7 @@ class QueryCentroids:
         (none: unset, every input takes M). The index calls it between fills too: the inputs move away from the
         centroids as the hidden layers learn, and the prefixes would grow with them."""
         self.reach[:] = np.nan
-        if not self.adaptive or queries is None or len(queries) == 0:
+        if queries is None or len(queries) == 0:
             return
         x = as_rows(queries, self.dim)
         nearest = self.nearest_centroids(x)

@@ -40,7 +40,6 @@ from dslide.data.dataset import SparseDataset
 from dslide.kernels.bf16 import as_float32
 from dslide.kernels.sampling import active_upper_bounds, compact, select_active
 from dslide.lsh import make_family
-from dslide.lsh.centroids import BUCKET_LEVELS
 from dslide.lsh.family import HashFamily
 from dslide.lsh.learned import LearnedHash
 from dslide.lsh.tables import LSHTables
@@ -180,10 +179,7 @@ def centroid_arm(
     its record fields (family "centroids" or "centroids-adaptive", the fit and fill seconds in fit_s)."""
     adaptive = h_calibrate is not None
     lsh = dataclasses.replace(cfg, family="centroids", num_tables=1, bucket_capacity=size, adaptive_buckets=adaptive)
-    bits = auto_bits(len(W), lsh, size)
-    while adaptive and bits > 1 and 2**bits * BUCKET_LEVELS > 2**lsh.range_pow:
-        bits -= 1
-    lsh = dataclasses.replace(lsh, bits_per_table=bits)
+    lsh = dataclasses.replace(lsh, bits_per_table=auto_bits(len(W), lsh, size))
     family = make_family(lsh, W.shape[1], 1)
     t0 = time.perf_counter()
     family.fit(h_fit, None, W, seed=3)

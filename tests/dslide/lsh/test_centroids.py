@@ -143,6 +143,12 @@ def test_the_sampler_shares_the_active_floor_among_the_tables_and_ranks() -> Non
     half = OutputSampler(335_046, 670_091, 128, lsh, sampling, ScheduleConfig(), 0).resolved_lsh()
     assert (whole.bucket_capacity, whole.bits_per_table) == (500, 8)
     assert half.bucket_capacity == math.ceil(1000 * 335_046 / 670_091 / 2)
+    # adaptive buckets: K leaves room for the 9 prefixes of every centroid in 2**R buckets
+    for R, K in ((18, 8), (11, 7), (6, 2)):
+        lsh_r = LSHConfig(family="centroids", num_tables=1, range_pow=R, adaptive_buckets=True)
+        resolved = OutputSampler(1000, 1000, 16, lsh_r, sampling, ScheduleConfig(), 0).resolved_lsh()
+        assert resolved.bits_per_table == K and 2**K * 9 <= 2**R
+        make_family(resolved, 16, 0)  # accepted
 
 
 # -- adaptive buckets (per-input sparsity) ---------------------------------------------------------------------
