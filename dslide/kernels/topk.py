@@ -1,9 +1,11 @@
-"""Top-k selection per row, for evaluation."""
+"""Top-k selection per row: for evaluation, and for the centroid family's buckets (the top logits at each centroid)."""
 
 from __future__ import annotations
 
 import numba
 import numpy as np
+
+from dslide.kernels.bf16 import stored_at
 
 
 @numba.njit(inline="always", cache=True)
@@ -75,29 +77,66 @@ def _keep_best(scores: np.ndarray, ids: np.ndarray, count: int, k: int) -> float
 
 @numba.njit(parallel=True, cache=True)
 def fold_topk_rows(
-    block: np.ndarray, id_offset: int, bias: np.ndarray, skip: np.ndarray, k: int, cand_scores: np.ndarray,
-    cand_ids: np.ndarray, count: np.ndarray, threshold: np.ndarray,
+    block: np.ndarray, cols: np.ndarray, col_bias: np.ndarray, k: int, cand_scores: np.ndarray, cand_ids: np.ndarray,
+    count: np.ndarray, threshold: np.ndarray,
 ) -> None:  # fmt: skip
-    """Fold block (R, n), whose column j is neuron id_offset + j with logit block[r, j] + bias[id] for row r, into
-    each row's running candidates for its top k (cand_* (R, 2k): entries above threshold[r] are appended; a full
-    buffer keeps its k best and raises the threshold to the k-th). Neurons with skip[id] set are left out.
-    finish_topk_rows reads the result: one pass over the scores instead of a sort or a partition per chunk."""
+    """Fold block (R, n), whose column j is neuron cols[j] with logit block[r, j] + col_bias[j] for row r, into each
+    row's running candidates for its top k (cand_* (R, >= 2k): entries above threshold[r] are appended; a full
+    buffer keeps its k best and raises the threshold to the k-th). finish_topk_rows reads the result: one pass
+    over the scores instead of a sort or a partition per chunk."""
     n = block.shape[1]
     for r in numba.prange(block.shape[0]):
         thr, c = threshold[r], count[r]
         row = block[r]
         for j in range(n):
-            score = row[j] + bias[id_offset + j]
-            if score > thr and not skip[id_offset + j]:
+            score = row[j] + col_bias[j]
+            if score > thr:
                 if c == cand_scores.shape[1]:
                     thr = _keep_best(cand_scores[r], cand_ids[r], c, k)
                     c = k
                     if score <= thr:
                         continue
                 cand_scores[r, c] = score
-                cand_ids[r, c] = id_offset + j
+                cand_ids[r, c] = cols[j]
                 c += 1
         threshold[r], count[r] = thr, c
+
+
+@numba.njit(parallel=True, cache=True, fastmath={"reassoc", "contract"})
+def rows_within_reach(
+    weights: np.ndarray, direction: np.ndarray, along: np.ndarray, across: np.ndarray, slack: np.ndarray,
+    floor: np.ndarray, bias: np.ndarray, skip: np.ndarray, keep: np.ndarray,
+) -> None:  # fmt: skip
+    """keep[j] = whether row j's logit can reach floor[c] at some centroid c, by an upper bound: a centroid is
+    along[c] * u + (a part orthogonal to the unit vector u = direction, of norm across[c]), so by Cauchy-Schwarz
+    w . mu_c + b <= along[c] (u . w) + across[c] |w - (u . w) u| + b; slack[c] |w| more covers the rounding of a
+    float32 product. Rows with skip[j] set are never kept. One pass over the weights (float32 or bfloat16), the
+    bound in float64."""
+    N, D = weights.shape
+    C = along.shape[0]
+    # most rows fail the bound at every centroid at once: test that first, with each term at its largest over c
+    along_hi, along_lo, across_hi, slack_hi, floor_lo = along.max(), along.min(), across.max(), slack.max(), floor.min()
+    for j in numba.prange(N):
+        if skip[j]:
+            keep[j] = False
+            continue
+        row = weights[j]
+        sq = 0.0
+        dot = 0.0
+        for d in range(D):
+            v = np.float64(stored_at(row, d))
+            sq += v * v
+            dot += v * direction[d]
+        rest = np.sqrt(max(sq - dot * dot, 0.0))
+        norm = np.sqrt(sq)
+        coarse = (along_hi if dot >= 0 else along_lo) * dot + across_hi * rest + slack_hi * norm - floor_lo
+        if coarse + bias[j] < 0.0:
+            keep[j] = False
+            continue
+        best = -np.inf
+        for c in range(C):
+            best = max(best, along[c] * dot + across[c] * rest + slack[c] * norm - floor[c])
+        keep[j] = best + bias[j] >= 0.0
 
 
 @numba.njit(parallel=True, cache=True)

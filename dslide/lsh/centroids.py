@@ -11,8 +11,9 @@ families retrieve"). Here the two sides are asymmetric (as in ALSH, Shrivastava 
   quantisation as a learned hash, e.g. He, Wen & Sun, CVPR 2013); the centroids are fitted by k-means on the
   layer's latest training inputs;
 - neuron side: bucket c of table t holds the M neurons with the largest logit w . mu_c + b at its centroid (the
-  frequent neurons, active for every input anyway, left out), computed exactly by one matrix product of the
-  centroids with the weights (dslide/top_logits.py). A neuron can sit in several buckets of a table, or in none.
+  frequent neurons, active for every input anyway, left out), computed exactly: a bound on every neuron's logits
+  (reachable) leaves ~10% of them, and one matrix product of the centroids with those ranks them. A neuron can sit
+  in several buckets of a table, or in none.
 
 An input then retrieves exactly what perfect retrieval would return for the centre of its cluster. L tables are L
 k-means fits from different starting centroids; their buckets' union is the input's set. M is the active set's
@@ -39,12 +40,13 @@ import numpy as np
 
 from dslide.kernels.bf16 import as_float32
 from dslide.kernels.hashing import nearest_centroid_codes
-from dslide.kernels.topk import finish_topk_rows, fold_topk_rows
+from dslide.kernels.topk import finish_topk_rows, fold_topk_rows, rows_within_reach
 from dslide.lsh._params import as_rows, check_shape, rng
 
 BUCKET_LEVELS = 9  # adaptive buckets: an input takes one of 9 prefixes of its centroid's ranked neurons, M/4 ... 4M
 FILL_CHUNK = 32768  # neurons scored against every centroid at a time: a (C, 32,768) block, 32 MB at C=256
 FILL_SAMPLE = 8192  # neurons whose logits set each centroid's starting threshold
+FILL_ROUNDING = 1e-4  # the fill's bound on a logit gives |mu| |w| x this for a float32 product's rounding (<= 1e-5)
 KMEANS_ITERS = 10  # Lloyd iterations a fit: the assignments of 4,096 inputs to 256 centroids settle by then
 
 
@@ -79,6 +81,7 @@ class QueryCentroids:
         self.reach = np.full(num_tables, np.nan)
         self.level_start = np.zeros((num_tables, self.num_centroids), dtype=np.float32)
         self.level_next = np.full((num_tables, self.num_centroids, len(self.levels)), -np.inf, dtype=np.float32)
+        self.scored = np.zeros(num_tables, dtype=np.int64)  # neurons the latest fill scored at the centroids, per table
         self.redraw(seed)
 
     def redraw(self, seed: int) -> None:
@@ -124,7 +127,8 @@ class QueryCentroids:
              queries: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
         """int32 (L, C, M): bucket c of table t holds the M neurons of largest logit at centroid c (best first),
         the neurons in exclude left out (where fewer remain, the rest is -1, which LSHTables.fill drops).
-        Exact, as perfect retrieval ranks (sampling mode "exact"), in one pass over the weights.
+        Exact, as perfect retrieval ranks (sampling mode "exact"): one pass over the weights bounds every neuron's
+        logits (reachable), and only the neurons that can pass a centroid's starting threshold are scored.
         Adaptive buckets: int32 (L, C * BUCKET_LEVELS, 4M), bucket c * 9 + s the first levels[s] of c's 4M, and
         reach set so that `queries` (the layer's recent inputs; none: every input takes M) take M on average."""
         N, C, M = len(weights), self.num_centroids, int(self.levels[-1])
@@ -136,10 +140,13 @@ class QueryCentroids:
         for t in range(self.num_tables):
             mu = self.centroids[t]
             threshold = start_thresholds(mu, weights, bias, skip, M)
-            scores, ids, count = _fold(mu, weights, bias, skip, M, threshold)
-            short = count < M  # the sample's threshold was above the M-th logit: fold those centroids again
+            cols = reachable(mu, weights, bias, skip, threshold)
+            self.scored[t] = len(cols)
+            scores, ids, count = _fold(mu, weights, cols, bias, M, threshold)
+            short = count < M  # the sample's threshold was above the M-th logit: fold those centroids again, over all
             if short.any():
-                redo = _fold(mu[short], weights, bias, skip, M, np.full(int(short.sum()), -np.inf, np.float32))
+                every = np.flatnonzero(~skip)
+                redo = _fold(mu[short], weights, every, bias, M, np.full(int(short.sum()), -np.inf, np.float32))
                 scores[short], ids[short], count[short] = redo
             finish_topk_rows(scores, ids, count, M, ranked[t])
             if self.adaptive:
@@ -275,15 +282,33 @@ def start_thresholds(mu: np.ndarray, weights: np.ndarray, bias: np.ndarray, skip
     return -np.partition(-sample, rank, axis=1)[:, rank].astype(np.float32)
 
 
-def _fold(mu: np.ndarray, weights: np.ndarray, bias: np.ndarray, skip: np.ndarray, m: int,
+def reachable(mu: np.ndarray, weights: np.ndarray, bias: np.ndarray, skip: np.ndarray,
+              threshold: np.ndarray) -> np.ndarray:  # fmt: skip
+    """int64: the neurons whose logit can reach threshold[c] at some centroid c; no other can enter a bucket, so the
+    fill scores only these. The bound splits each centroid along the centroids' top singular direction (all of them
+    point into the inputs' orthant, so that is close to their mean) and bounds the rest by Cauchy-Schwarz: on trained
+    weights it leaves ~10% of the neurons (docs/lsh.md, "Cost: filling the buckets")."""
+    mu64 = mu.astype(np.float64)
+    u = np.linalg.svd(mu64, full_matrices=False)[2][0]
+    along = mu64 @ u
+    across = np.linalg.norm(mu64 - along[:, None] * u, axis=1)
+    slack = FILL_ROUNDING * np.linalg.norm(mu64, axis=1)
+    keep = np.empty(len(weights), dtype=np.bool_)
+    rows_within_reach(weights, u, along, across, slack, threshold.astype(np.float64), bias, skip, keep)
+    return np.flatnonzero(keep)
+
+
+def _fold(mu: np.ndarray, weights: np.ndarray, cols: np.ndarray, bias: np.ndarray, m: int,
           threshold: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
-    """Each centroid's candidates for its top m logits above its threshold: one pass over the weights, in chunks
-    of FILL_CHUNK neurons (the candidate buffers hold 2m)."""
-    scores = np.empty((len(mu), 2 * m), dtype=np.float32)
-    ids = np.empty((len(mu), 2 * m), dtype=np.int32)
+    """Each centroid's candidates for its top m logits above its threshold among the neurons cols: one pass over
+    their weights, FILL_CHUNK at a time. The candidate buffers hold 4m: a starting threshold lets ~2m pass
+    (start_thresholds), so a buffer is rarely cut back to its m best before the end."""
+    scores = np.empty((len(mu), 4 * m), dtype=np.float32)
+    ids = np.empty((len(mu), 4 * m), dtype=np.int32)
     count = np.zeros(len(mu), dtype=np.int64)
     threshold = threshold.copy()
-    for start in range(0, len(weights), FILL_CHUNK):
-        block = mu @ as_float32(weights[start : start + FILL_CHUNK]).T
-        fold_topk_rows(block, start, bias, skip, m, scores, ids, count, threshold)
+    for start in range(0, len(cols), FILL_CHUNK):
+        chunk = cols[start : start + FILL_CHUNK]
+        block = mu @ as_float32(weights[chunk]).T
+        fold_topk_rows(block, chunk, bias[chunk], m, scores, ids, count, threshold)
     return scores, ids, count

@@ -6,7 +6,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dslide.kernels.topk import finish_topk_rows, fold_topk_rows, merge_topk, row_topk_ids
+from dslide.kernels.bf16 import from_bf16, to_bf16
+from dslide.kernels.topk import finish_topk_rows, fold_topk_rows, merge_topk, row_topk_ids, rows_within_reach
 
 
 @settings(max_examples=30, deadline=None)
@@ -44,8 +45,9 @@ def test_row_topk_ids_picks_the_k_largest_scores(rows, cols, k, seed, ties):
 @settings(max_examples=40, deadline=None)
 @given(st.integers(1, 5), st.integers(1, 3000), st.integers(1, 60), st.integers(0, 10_000), st.booleans())
 def test_fold_topk_rows_keeps_every_logit_above_its_threshold_and_the_k_best(rows, cols, k, seed, high):
-    """Folded in chunks with bias and skipped ids: the k best of the logits above the starting threshold (all of them
-    from -inf; from a high threshold only those above it, fewer than k: the caller's signal to fold again)."""
+    """Folded in chunks with bias, skipped ids left out of the columns: the k best of the logits above the starting
+    threshold (all of them from -inf; from a high threshold only those above it, fewer than k: the caller's signal
+    to fold again)."""
     rng = np.random.default_rng(seed)
     scores = np.round(rng.normal(size=(rows, cols)), 1).astype(np.float32)  # ties too
     bias = rng.normal(size=cols).astype(np.float32)
@@ -56,7 +58,8 @@ def test_fold_topk_rows_keeps_every_logit_above_its_threshold_and_the_k_best(row
     count = np.zeros(rows, dtype=np.int64)
     threshold = start.copy()
     for s in range(0, cols, 97):
-        fold_topk_rows(np.ascontiguousarray(scores[:, s : s + 97]), s, bias, skip, k, cand_scores, cand_ids, count,
+        chunk = np.flatnonzero(~skip[s : s + 97]) + s  # the caller leaves the skipped neurons out of the columns
+        fold_topk_rows(np.ascontiguousarray(scores[:, chunk]), chunk, bias[chunk], k, cand_scores, cand_ids, count,
                        threshold)  # fmt: skip
     out = np.empty((rows, k), dtype=np.int32)
     finish_topk_rows(cand_scores, cand_ids, count, k, out)
@@ -67,3 +70,34 @@ def test_fold_topk_rows_keeps_every_logit_above_its_threshold_and_the_k_best(row
         assert len(set(got)) == len(got) == len(want) and not skip[got].any()
         np.testing.assert_array_equal(np.sort(logits[r, got])[::-1], want)
         assert (count[r] < k) == (len(above) < k)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 40), st.integers(1, 400), st.integers(1, 24), st.integers(0, 10_000), st.booleans())
+def test_rows_within_reach_keeps_every_row_that_reaches_a_floor_and_drops_those_its_bound_rules_out(
+    centroids: int, rows: int, dim: int, seed: int, bf16: bool
+) -> None:
+    """Sound: a row whose logit at some centroid reaches that centroid's floor is kept. Tight as designed: a row is
+    dropped when the bound (numpy, from the same split of the centroids) is below every floor. Skipped rows never."""
+    rng = np.random.default_rng(seed)
+    mu = np.abs(rng.normal(size=(centroids, dim)))
+    W = rng.normal(size=(rows, dim)).astype(np.float32)
+    W = to_bf16(W) if bf16 else W
+    Wf = from_bf16(W).astype(np.float64) if bf16 else W.astype(np.float64)
+    bias = rng.normal(scale=2.0, size=rows).astype(np.float32)
+    skip = rng.random(rows) < 0.1
+    floor = np.quantile(mu @ Wf.T + bias, 0.9, axis=1)  # about a tenth of the rows reach each centroid's floor
+    u = np.linalg.svd(mu, full_matrices=False)[2][0]
+    along = mu @ u
+    across = np.linalg.norm(mu - along[:, None] * u, axis=1)
+    slack = 1e-4 * np.linalg.norm(mu, axis=1)
+    keep = np.empty(rows, dtype=np.bool_)
+    rows_within_reach(W, u, along, across, slack, floor, bias, skip, keep)
+    reaches = ((mu @ Wf.T + bias) >= floor[:, None]).any(axis=0) & ~skip
+    assert keep[reaches].all()
+    dot = Wf @ u
+    norm = np.linalg.norm(Wf, axis=1)
+    rest = np.sqrt(np.maximum(norm**2 - dot**2, 0.0))
+    bound = along[:, None] * dot + across[:, None] * rest + slack[:, None] * norm + bias
+    ruled_out = (bound < floor[:, None] - 1e-9).all(axis=0) | skip
+    assert not keep[ruled_out].any()

@@ -52,6 +52,32 @@ def test_fill_is_the_exact_top_logits_at_each_centroid(M: int) -> None:
             assert (got < 0).sum() == max(0, M - 50)
 
 
+@pytest.mark.parametrize("adaptive", [False, True])
+def test_fill_scores_only_the_neurons_its_bound_cannot_rule_out_and_stays_exact(adaptive: bool) -> None:
+    """With many neurons whose biases spread like log label frequencies (a few high, most low), the fill's bound
+    leaves most neurons unscored, and every bucket is still numpy's exact ranking at its centroid."""
+    gen = np.random.default_rng(3)
+    cfg = LSHConfig(family="centroids", bits_per_table=3, num_tables=2, range_pow=7, bucket_capacity=12,
+                    adaptive_buckets=adaptive)  # fmt: skip
+    fam = make_family(cfg, 16, 0)
+    assert isinstance(fam, QueryCentroids)
+    points = blobs(gen, 8, 30, 16)[0] / 10
+    fam.fit(points, None, np.zeros((1, 16), np.float32), seed=2)
+    N = 20_000
+    W = (0.3 * gen.standard_normal((N, 16))).astype(np.float32)
+    b = np.log(gen.zipf(1.5, N).clip(max=10_000) / N).astype(np.float32)
+    exclude = np.argsort(-b)[:30].astype(np.int32)
+    buckets = fam.fill(W, b, exclude, points)
+    M = int(fam.levels[-1])
+    assert (fam.scored < N // 4).all() and (fam.scored >= M).all()
+    for t in range(2):
+        logits = fam.centroids[t] @ W.T + b
+        logits[:, exclude] = -np.inf
+        ranked = buckets[t][len(fam.levels) - 1 :: len(fam.levels)] if adaptive else buckets[t]
+        for c in range(8):
+            np.testing.assert_allclose(logits[c, ranked[c]], np.sort(logits[c])[::-1][:M], rtol=1e-6, atol=1e-6)
+
+
 def test_fill_without_bias_and_with_a_starting_threshold_above_the_answer(monkeypatch) -> None:
     """The fill starts each centroid's pass at a threshold from a sample of neurons; when that threshold is above
     the M-th logit (here forced by a sample of the largest logits only) the centroid is folded again: same result."""
