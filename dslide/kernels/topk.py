@@ -75,7 +75,7 @@ def _keep_best(scores: np.ndarray, ids: np.ndarray, count: int, k: int) -> float
     return kept_scores[k - 1]
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(nogil=True, cache=True)
 def fold_topk_rows(
     block: np.ndarray, cols: np.ndarray, col_bias: np.ndarray, k: int, cand_scores: np.ndarray, cand_ids: np.ndarray,
     count: np.ndarray, threshold: np.ndarray,
@@ -83,9 +83,10 @@ def fold_topk_rows(
     """Fold block (R, n), whose column j is neuron cols[j] with logit block[r, j] + col_bias[j] for row r, into each
     row's running candidates for its top k (cand_* (R, >= 2k): entries above threshold[r] are appended; a full
     buffer keeps its k best and raises the threshold to the k-th). finish_topk_rows reads the result: one pass
-    over the scores instead of a sort or a partition per chunk."""
+    over the scores instead of a sort or a partition per chunk. Serial and without the GIL: callers run one per
+    thread, each with its own candidates, on blocks small enough to stay in cache (centroids.py)."""
     n = block.shape[1]
-    for r in numba.prange(block.shape[0]):
+    for r in range(block.shape[0]):
         thr, c = threshold[r], count[r]
         row = block[r]
         for j in range(n):
@@ -100,6 +101,16 @@ def fold_topk_rows(
                 cand_ids[r, c] = cols[j]
                 c += 1
         threshold[r], count[r] = thr, c
+
+
+@numba.njit(nogil=True, cache=True)
+def trim_topk_rows(cand_scores: np.ndarray, cand_ids: np.ndarray, count: np.ndarray, k: int) -> None:
+    """Cut every row's candidates to its k best (in place, best first), so that several threads' candidates for
+    the same rows can be merged cheaply."""
+    for r in range(cand_scores.shape[0]):
+        if count[r] > k:
+            _keep_best(cand_scores[r], cand_ids[r], count[r], k)
+            count[r] = k
 
 
 @numba.njit(parallel=True, cache=True, fastmath={"reassoc", "contract"})

@@ -36,16 +36,21 @@ meets roughly the same buckets: the neurons of largest bias, label popularity as
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
+import numba
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from dslide.kernels.bf16 import as_float32
 from dslide.kernels.hashing import nearest_centroid_codes
-from dslide.kernels.topk import finish_topk_rows, fold_topk_rows, rows_within_reach
+from dslide.kernels.topk import finish_topk_rows, fold_topk_rows, rows_within_reach, trim_topk_rows
 from dslide.lsh._params import as_rows, check_shape, rng
 
 BUCKET_LEVELS = 9  # adaptive buckets: an input takes one of 9 prefixes of its centroid's ranked neurons, M/4 ... 4M
-FILL_CHUNK = 32768  # neurons scored against every centroid at a time: a (C, 32,768) block, 32 MB at C=256
+FILL_CHUNK = 2048  # neurons scored against every centroid at a time: a (C, 2,048) block, 2 MB at C=256 (in cache)
 FILL_SAMPLE = 8192  # neurons whose logits set each centroid's starting threshold
+PRUNE_AT_MOST = 0.5  # the fill's bound is applied only where a sample says it leaves at most this share to score
 FILL_ROUNDING = 1e-4  # the fill's bound on a logit gives |mu| |w| x this for a float32 product's rounding (<= 1e-5)
 KMEANS_ITERS = 10  # Lloyd iterations a fit: the assignments of 4,096 inputs to 256 centroids settle by then
 
@@ -286,29 +291,56 @@ def reachable(mu: np.ndarray, weights: np.ndarray, bias: np.ndarray, skip: np.nd
               threshold: np.ndarray) -> np.ndarray:  # fmt: skip
     """int64: the neurons whose logit can reach threshold[c] at some centroid c; no other can enter a bucket, so the
     fill scores only these. The bound splits each centroid along the centroids' top singular direction (all of them
-    point into the inputs' orthant, so that is close to their mean) and bounds the rest by Cauchy-Schwarz: on trained
-    weights it leaves ~10% of the neurons (docs/lsh.md, "Cost: filling the buckets")."""
+    point into the inputs' orthant, so that is close to their mean) and bounds the rest by Cauchy-Schwarz. Early in
+    training it leaves ~10% of the neurons, later nearly all, and then it is skipped (docs/lsh.md, "Cost: filling
+    the buckets")."""
     mu64 = mu.astype(np.float64)
     u = np.linalg.svd(mu64, full_matrices=False)[2][0]
     along = mu64 @ u
     across = np.linalg.norm(mu64 - along[:, None] * u, axis=1)
     slack = FILL_ROUNDING * np.linalg.norm(mu64, axis=1)
+    floor = threshold.astype(np.float64)
+    # the bound is worth its pass only while it rules out most neurons: early in training, when the biases (log label
+    # frequencies) decide most logits; once the inputs' norms have grown it rules out almost none (tried on a sample)
+    sample = np.arange(0, len(weights), max(1, len(weights) // FILL_SAMPLE))
+    kept = np.empty(len(sample), dtype=np.bool_)
+    rows_within_reach(weights[sample], u, along, across, slack, floor, bias[sample], skip[sample], kept)
+    if kept.mean() > PRUNE_AT_MOST:
+        return np.flatnonzero(~skip)
     keep = np.empty(len(weights), dtype=np.bool_)
-    rows_within_reach(weights, u, along, across, slack, threshold.astype(np.float64), bias, skip, keep)
+    rows_within_reach(weights, u, along, across, slack, floor, bias, skip, keep)
     return np.flatnonzero(keep)
 
 
 def _fold(mu: np.ndarray, weights: np.ndarray, cols: np.ndarray, bias: np.ndarray, m: int,
           threshold: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
-    """Each centroid's candidates for its top m logits above its threshold among the neurons cols: one pass over
-    their weights, FILL_CHUNK at a time. The candidate buffers hold 4m: a starting threshold lets ~2m pass
-    (start_thresholds), so a buffer is rarely cut back to its m best before the end."""
-    scores = np.empty((len(mu), 4 * m), dtype=np.float32)
-    ids = np.empty((len(mu), 4 * m), dtype=np.int32)
-    count = np.zeros(len(mu), dtype=np.int64)
-    threshold = threshold.copy()
-    for start in range(0, len(cols), FILL_CHUNK):
-        chunk = cols[start : start + FILL_CHUNK]
-        block = mu @ as_float32(weights[chunk]).T
-        fold_topk_rows(block, chunk, bias[chunk], m, scores, ids, count, threshold)
-    return scores, ids, count
+    """Each centroid's candidates for its top m logits above its threshold among the neurons cols (at most 2m,
+    compacted to the front of each row; count: how many). The neurons are scored FILL_CHUNK at a time, and each of
+    numba's threads takes every other chunk with its own candidates: a single-threaded product and the pass over
+    its cache-sized block, one after the other. (A threaded product followed by a parallel pass over a large block
+    took twice as long: the block left the cache, and OpenBLAS's threads kept spinning through the pass.)"""
+    workers = numba.get_num_threads()
+    starts = range(0, len(cols), FILL_CHUNK)
+    # buffers of 4m: a starting threshold lets ~2m pass (start_thresholds), so a buffer is rarely cut back early
+    parts = [(np.empty((len(mu), 4 * m), np.float32), np.empty((len(mu), 4 * m), np.int32),
+              np.zeros(len(mu), np.int64), threshold.copy()) for _ in range(workers)]  # fmt: skip
+
+    def work(w: int) -> None:
+        scores, ids, count, thr = parts[w]
+        for start in starts[w::workers]:
+            chunk = cols[start : start + FILL_CHUNK]
+            fold_topk_rows(mu @ as_float32(weights[chunk]).T, chunk, bias[chunk], m, scores, ids, count, thr)
+        trim_topk_rows(scores, ids, count, m)
+
+    with threadpool_limits(1, user_api="blas"):
+        if workers == 1:
+            work(0)
+        else:
+            with ThreadPoolExecutor(workers) as pool:
+                list(pool.map(work, range(workers)))
+    count = sum(part[2] for part in parts)
+    scores = np.concatenate([part[0][:, :m] for part in parts], axis=1)
+    ids = np.concatenate([part[1][:, :m] for part in parts], axis=1)
+    valid = np.concatenate([np.arange(m) < part[2][:, None] for part in parts], axis=1)
+    front = np.argsort(~valid, axis=1, kind="stable")  # each row's candidates first, in the workers' order
+    return np.take_along_axis(scores, front, axis=1), np.take_along_axis(ids, front, axis=1), count

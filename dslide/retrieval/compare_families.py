@@ -2,7 +2,9 @@
 neurons the tables retrieve (`dslide lsh compare RUN_DIR`).
 
 The network (a single-rank run's latest checkpoint) is fixed; only the hashing changes. For each family and K
-the output layer's weights are hashed into fresh tables (L, R and bucket capacity from the run), held-out
+the output layer's weights are hashed into fresh tables (L, R and bucket capacity from the run; from the engine's
+defaults when the run filled centroid buckets, whose one table and buckets of the active floor would starve a hash
+family: hashed_config), held-out
 training inputs query them, and the figures are: mean neurons retrieved (the union of the L buckets, no labels,
 no padding), recall of the exact top-5 logits, recall of the top-5 among the neurons the tables must find
 ("tail": the run's always-active frequent neurons left out), and how many distinct neurons that tail holds.
@@ -103,7 +105,7 @@ def compare(
     net_cfg = net.cfg
     layer = net.output
     W, bias, frequent = as_float32(layer.params.W), layer.bias.b, layer.sampler.frequent
-    cfg = net_cfg.lsh
+    cfg = hashed_config(net_cfg.lsh)
 
     def hidden(rows: np.ndarray) -> np.ndarray:
         _, full = net._hidden_forward(Batch.from_dataset(train_ds, rows))
@@ -167,6 +169,18 @@ def compare(
                             yield {**base, **centroid_arm(cfg, W, bias, frequent, h_centroid_fit, h_probe,
                                                           round(count), top_all, top_tail, popular, entropy,
                                                           h_calibrate if adaptive else None), "K": K}  # fmt: skip
+
+
+def hashed_config(run: LSHConfig) -> LSHConfig:
+    """The tables the hash families are measured with: the run's, unless the run's family fills its buckets
+    (centroids: typically one table, buckets as large as the active floor); then the engine's defaults, so DWTA is
+    measured as it trains, not with one table."""
+    if run.family != "centroids":
+        return run
+    engine = LSHConfig()
+    return dataclasses.replace(run, family=engine.family, num_tables=engine.num_tables, range_pow=engine.range_pow,
+                               bucket_capacity=engine.bucket_capacity, insertion=engine.insertion,
+                               adaptive_buckets=False, bits_per_table=None)  # fmt: skip
 
 
 def centroid_arm(

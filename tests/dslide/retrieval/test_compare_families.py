@@ -8,8 +8,10 @@ import subprocess
 import numpy as np
 import pytest
 
+from dslide.config import LSHConfig
 from dslide.retrieval.compare_families import (
     dwta_at,
+    hashed_config,
     learned_over_dwta,
     per_input,
     popular_first,
@@ -50,6 +52,32 @@ def test_compare_measures_every_family_on_the_same_network(files, tmp_path):  # 
                           and r["K"] == K and r["code_layout"] == "packed")  # fmt: skip
         assert shortlist[d, K]["retrieved_mean"] == round(dwta_count)
     assert "bias shortlist at DWTA K=5's count" in printed
+
+
+def test_a_centroid_run_is_compared_with_dwta_at_the_engines_tables_not_its_own_one(files, tmp_path):  # noqa: F811
+    """A --hash centroids --tables 1 run: DWTA and the sign-bit families get the engine's L, R and bucket capacity
+    (a hash family with one table retrieves next to nothing), the centroid arms their one table."""
+    run = tmp_path / "run"
+    args = ("--hash", "centroids", "--tables", "1", "--range-pow", "13", "--frequent", "5")
+    subprocess.run(train_cmd(files, run, *args), check=True, env=env(), timeout=600)
+    out = tmp_path / "compare.jsonl"
+    cmd = [dslide_exe(), "lsh", "compare", str(run), "--train", str(files[0]), "--queries", "100", "--draws", "1",
+           "--out", str(out)]  # fmt: skip
+    subprocess.run(cmd, check=True, env=env(), timeout=600, capture_output=True)
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    engine = LSHConfig()
+    assert {(r["L"], r["R"], r["bucket_capacity"]) for r in records} == {
+        (engine.num_tables, engine.range_pow, engine.bucket_capacity)
+    }
+    assert {r["family"] for r in records} >= {"dwta", "centroids", "centroids-adaptive"}
+
+
+def test_hashed_config_keeps_a_hashed_runs_tables_and_replaces_a_centroid_runs():
+    dwta_run = LSHConfig(num_tables=7, range_pow=12, bucket_capacity=33)
+    assert hashed_config(dwta_run) == dwta_run
+    centroid_run = LSHConfig(family="centroids", num_tables=1, bits_per_table=8, bucket_capacity=1000,
+                             adaptive_buckets=True)  # fmt: skip
+    assert hashed_config(centroid_run) == LSHConfig()
 
 
 def test_the_shortlist_is_the_largest_biases_without_the_frequent_neurons():
