@@ -49,7 +49,7 @@ from dslide.lsh._params import as_rows, check_shape, rng
 
 BUCKET_LEVELS = 9  # adaptive buckets: an input takes one of 9 prefixes of its centroid's ranked neurons, M/4 ... 4M
 FILL_CHUNK = 2048  # neurons scored against every centroid at a time: a (C, 2,048) block, 2 MB at C=256 (in cache)
-FILL_SAMPLE = 8192  # neurons whose logits set each centroid's starting threshold
+FILL_SAMPLE = 32768  # neurons whose logits set each centroid's starting threshold
 PRUNE_AT_MOST = 0.5  # the fill's bound is applied only where a sample says it leaves at most this share to score
 FILL_ROUNDING = 1e-4  # the fill's bound on a logit gives |mu| |w| x this for a float32 product's rounding (<= 1e-5)
 KMEANS_ITERS = 10  # Lloyd iterations a fit: the assignments of 4,096 inputs to 256 centroids settle by then
@@ -146,12 +146,12 @@ class QueryCentroids:
             mu = self.centroids[t]
             threshold = start_thresholds(mu, weights, bias, skip, M)
             cols = reachable(mu, weights, bias, skip, threshold)
-            self.scored[t] = len(cols)
-            scores, ids, count = _fold(mu, weights, cols, bias, M, threshold)
+            self.scored[t] = N - int(skip.sum()) if cols is None else len(cols)
+            scores, ids, count = _fold(mu, weights, cols, bias, skip, M, threshold)
             short = count < M  # the sample's threshold was above the M-th logit: fold those centroids again, over all
             if short.any():
-                every = np.flatnonzero(~skip)
-                redo = _fold(mu[short], weights, every, bias, M, np.full(int(short.sum()), -np.inf, np.float32))
+                every = np.full(int(short.sum()), -np.inf, np.float32)
+                redo = _fold(mu[short], weights, None, bias, skip, M, every)
                 scores[short], ids[short], count[short] = redo
             finish_topk_rows(scores, ids, count, M, ranked[t])
             if self.adaptive:
@@ -276,11 +276,13 @@ def kmeans(x: np.ndarray, k: int, iters: int, gen: np.random.Generator) -> tuple
 
 def start_thresholds(mu: np.ndarray, weights: np.ndarray, bias: np.ndarray, skip: np.ndarray, m: int) -> np.ndarray:
     """Per centroid, a logit most likely below its m-th largest over all neurons: from a strided sample of
-    FILL_SAMPLE neurons, the one ranked where twice the expected count of the top m (plus 8) would end, so that
-    the pass over all neurons only collects ~2m candidates (-inf where the sample is too small)."""
+    FILL_SAMPLE neurons, the one ranked 4 standard deviations (plus 8) past where the top m's expected count ends
+    (the count is Poisson: a threshold above the m-th logit, and a second pass, is rarer than 1 in 10,000), so
+    that the pass over all neurons collects few more than m candidates (-inf where the sample is too small)."""
     rows = np.arange(0, len(weights), max(1, len(weights) // FILL_SAMPLE))
     rows = rows[~skip[rows]]
-    rank = int(2 * m * len(rows) / len(weights)) + 8
+    expected = m * len(rows) / len(weights)
+    rank = int(expected + 4 * np.sqrt(expected)) + 8
     if rank >= len(rows):
         return np.full(len(mu), -np.inf, dtype=np.float32)
     sample = mu @ as_float32(weights[rows]).T + bias[rows]
@@ -288,14 +290,15 @@ def start_thresholds(mu: np.ndarray, weights: np.ndarray, bias: np.ndarray, skip
 
 
 def reachable(mu: np.ndarray, weights: np.ndarray, bias: np.ndarray, skip: np.ndarray,
-              threshold: np.ndarray) -> np.ndarray:  # fmt: skip
-    """int64: the neurons whose logit can reach threshold[c] at some centroid c; no other can enter a bucket, so the
-    fill scores only these. The bound splits each centroid along the centroids' top singular direction (all of them
-    point into the inputs' orthant, so that is close to their mean) and bounds the rest by Cauchy-Schwarz. Early in
-    training it leaves ~10% of the neurons, later nearly all, and then it is skipped (docs/lsh.md, "Cost: filling
-    the buckets")."""
+              threshold: np.ndarray) -> np.ndarray | None:  # fmt: skip
+    """int64: the neurons whose logit can reach threshold[c] at some centroid c (None: every neuron not skipped);
+    no other can enter a bucket, so the fill scores only these. The bound splits each centroid along the centroids'
+    mean direction (they all point into the inputs' orthant, so they lie near it) and bounds the rest by
+    Cauchy-Schwarz. Early in training it leaves 5-10% of the neurons; once the inputs' norms have grown nearly all,
+    and then it is skipped (docs/lsh.md, "Cost: filling the buckets")."""
     mu64 = mu.astype(np.float64)
-    u = np.linalg.svd(mu64, full_matrices=False)[2][0]
+    mean = mu64.mean(axis=0)
+    u = mean / max(np.linalg.norm(mean), 1e-30)
     along = mu64 @ u
     across = np.linalg.norm(mu64 - along[:, None] * u, axis=1)
     slack = FILL_ROUNDING * np.linalg.norm(mu64, axis=1)
@@ -306,30 +309,38 @@ def reachable(mu: np.ndarray, weights: np.ndarray, bias: np.ndarray, skip: np.nd
     kept = np.empty(len(sample), dtype=np.bool_)
     rows_within_reach(weights[sample], u, along, across, slack, floor, bias[sample], skip[sample], kept)
     if kept.mean() > PRUNE_AT_MOST:
-        return np.flatnonzero(~skip)
+        return None
     keep = np.empty(len(weights), dtype=np.bool_)
     rows_within_reach(weights, u, along, across, slack, floor, bias, skip, keep)
     return np.flatnonzero(keep)
 
 
-def _fold(mu: np.ndarray, weights: np.ndarray, cols: np.ndarray, bias: np.ndarray, m: int,
+def _fold(mu: np.ndarray, weights: np.ndarray, cols: np.ndarray | None, bias: np.ndarray, skip: np.ndarray, m: int,
           threshold: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
-    """Each centroid's candidates for its top m logits above its threshold among the neurons cols (at most 2m,
-    compacted to the front of each row; count: how many). The neurons are scored FILL_CHUNK at a time, and each of
-    numba's threads takes every other chunk with its own candidates: a single-threaded product and the pass over
-    its cache-sized block, one after the other. (A threaded product followed by a parallel pass over a large block
-    took twice as long: the block left the cache, and OpenBLAS's threads kept spinning through the pass.)"""
+    """Each centroid's candidates for its top m logits above its threshold among the neurons cols (None: all but the
+    skipped, read in place), at most m per thread, compacted to the front of each row; count: how many. The neurons
+    are scored FILL_CHUNK at a time, and each of numba's threads takes every other chunk with its own candidates: a
+    single-threaded product and the pass over its cache-sized block, one after the other. (A threaded product
+    followed by a parallel pass over a large block took twice as long: the block left the cache, and OpenBLAS's
+    threads kept spinning through the pass.)"""
     workers = numba.get_num_threads()
-    starts = range(0, len(cols), FILL_CHUNK)
-    # buffers of 4m: a starting threshold lets ~2m pass (start_thresholds), so a buffer is rarely cut back early
+    n = len(weights) if cols is None else len(cols)
+    starts = range(0, n, FILL_CHUNK)
+    masked = np.where(skip, np.float32(-np.inf), bias) if cols is None else bias  # in place: skipped never pass
+    # buffers of 4m: a starting threshold lets a few more than m pass (start_thresholds), so one rarely fills up
     parts = [(np.empty((len(mu), 4 * m), np.float32), np.empty((len(mu), 4 * m), np.int32),
               np.zeros(len(mu), np.int64), threshold.copy()) for _ in range(workers)]  # fmt: skip
 
     def work(w: int) -> None:
         scores, ids, count, thr = parts[w]
         for start in starts[w::workers]:
-            chunk = cols[start : start + FILL_CHUNK]
-            fold_topk_rows(mu @ as_float32(weights[chunk]).T, chunk, bias[chunk], m, scores, ids, count, thr)
+            if cols is None:
+                chunk = np.arange(start, min(n, start + FILL_CHUNK))
+                block = weights[start : start + FILL_CHUNK]
+            else:
+                chunk = cols[start : start + FILL_CHUNK]
+                block = weights[chunk]
+            fold_topk_rows(mu @ as_float32(block).T, chunk, masked[chunk], m, scores, ids, count, thr)
         trim_topk_rows(scores, ids, count, m)
 
     with threadpool_limits(1, user_api="blas"):
