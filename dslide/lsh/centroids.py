@@ -49,7 +49,7 @@ from dslide.lsh._params import as_rows, check_shape, rng
 
 BUCKET_LEVELS = 9  # adaptive buckets: an input takes one of 9 prefixes of its centroid's ranked neurons, M/4 ... 4M
 FILL_CHUNK = 2048  # neurons scored against every centroid at a time: a (C, 2,048) block, 2 MB at C=256 (in cache)
-FILL_SAMPLE = 32768  # neurons whose logits set each centroid's starting threshold
+FILL_SAMPLE = 16384  # neurons whose logits set each centroid's starting threshold
 PRUNE_AT_MOST = 0.5  # the fill's bound is applied only where a sample says it leaves at most this share to score
 FILL_ROUNDING = 1e-4  # the fill's bound on a logit gives |mu| |w| x this for a float32 product's rounding (<= 1e-5)
 KMEANS_ITERS = 10  # Lloyd iterations a fit: the assignments of 4,096 inputs to 256 centroids settle by then
@@ -142,23 +142,28 @@ class QueryCentroids:
         skip[exclude] = True
         ranked = np.empty((self.num_tables, C, M), dtype=np.int32)
         out = np.full((self.num_tables, C * len(self.levels), M), -1, dtype=np.int32) if self.adaptive else ranked
-        for t in range(self.num_tables):
-            mu = self.centroids[t]
-            threshold = start_thresholds(mu, weights, bias, skip, M)
-            cols = reachable(mu, weights, bias, skip, threshold)
-            self.scored[t] = N - int(skip.sum()) if cols is None else len(cols)
-            scores, ids, count = _fold(mu, weights, cols, bias, skip, M, threshold)
-            short = count < M  # the sample's threshold was above the M-th logit: fold those centroids again, over all
-            if short.any():
-                every = np.full(int(short.sum()), -np.inf, np.float32)
-                redo = _fold(mu[short], weights, None, bias, skip, M, every)
-                scores[short], ids[short], count[short] = redo
-            finish_topk_rows(scores, ids, count, M, ranked[t])
-            if self.adaptive:
-                self._set_levels(t, np.where(ranked[t] >= 0, scores[:, :M], -np.inf), ranked[t], out[t])
+        with threadpool_limits(1, user_api="blas"):  # see _fold: the fill's products run on one thread each
+            for t in range(self.num_tables):
+                self._fill_table(t, weights, bias, skip, ranked[t], out[t])
         if self.adaptive:
             self.calibrate(queries)
         return out
+
+    def _fill_table(self, t: int, weights: np.ndarray, bias: np.ndarray, skip: np.ndarray, ranked: np.ndarray,
+                    out: np.ndarray) -> None:  # fmt: skip
+        """Table t's buckets: ranked (C, 4M or M) each centroid's neurons best first; out its adaptive buckets."""
+        N, M, mu = len(weights), int(self.levels[-1]), self.centroids[t]
+        threshold = start_thresholds(mu, weights, bias, skip, M)
+        cols = reachable(mu, weights, bias, skip, threshold)
+        self.scored[t] = N - int(skip.sum()) if cols is None else len(cols)
+        scores, ids, count = _fold(mu, weights, cols, bias, skip, M, threshold)
+        short = count < M  # the sample's threshold was above the M-th logit: fold those centroids again, over all
+        if short.any():
+            every = np.full(int(short.sum()), -np.inf, np.float32)
+            scores[short], ids[short], count[short] = _fold(mu[short], weights, None, bias, skip, M, every)
+        finish_topk_rows(scores, ids, count, M, ranked)
+        if self.adaptive:
+            self._set_levels(t, np.where(ranked >= 0, scores[:, :M], -np.inf), ranked, out)
 
     def _set_levels(self, t: int, ranked_scores: np.ndarray, ranked: np.ndarray, out: np.ndarray) -> None:
         """Adaptive buckets of table t from each centroid's ranked neurons and their logits (best first): the
@@ -322,7 +327,7 @@ def _fold(mu: np.ndarray, weights: np.ndarray, cols: np.ndarray | None, bias: np
     are scored FILL_CHUNK at a time, and each of numba's threads takes every other chunk with its own candidates: a
     single-threaded product and the pass over its cache-sized block, one after the other. (A threaded product
     followed by a parallel pass over a large block took twice as long: the block left the cache, and OpenBLAS's
-    threads kept spinning through the pass.)"""
+    threads kept spinning through the pass.) Callers hold OpenBLAS at one thread (fill)."""
     workers = numba.get_num_threads()
     n = len(weights) if cols is None else len(cols)
     starts = range(0, n, FILL_CHUNK)
@@ -343,12 +348,11 @@ def _fold(mu: np.ndarray, weights: np.ndarray, cols: np.ndarray | None, bias: np
             fold_topk_rows(mu @ as_float32(block).T, chunk, masked[chunk], m, scores, ids, count, thr)
         trim_topk_rows(scores, ids, count, m)
 
-    with threadpool_limits(1, user_api="blas"):
-        if workers == 1:
-            work(0)
-        else:
-            with ThreadPoolExecutor(workers) as pool:
-                list(pool.map(work, range(workers)))
+    if workers == 1:
+        work(0)
+    else:
+        with ThreadPoolExecutor(workers) as pool:
+            list(pool.map(work, range(workers)))
     count = sum(part[2] for part in parts)
     scores = np.concatenate([part[0][:, :m] for part in parts], axis=1)
     ids = np.concatenate([part[1][:, :m] for part in parts], axis=1)
