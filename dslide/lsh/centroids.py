@@ -11,9 +11,9 @@ families retrieve"). Here the two sides are asymmetric (as in ALSH, Shrivastava 
   quantisation as a learned hash, e.g. He, Wen & Sun, CVPR 2013); the centroids are fitted by k-means on the
   layer's latest training inputs;
 - neuron side: bucket c of table t holds the M neurons with the largest logit w . mu_c + b at its centroid (the
-  frequent neurons, active for every input anyway, left out), computed exactly: a bound on every neuron's logits
-  (reachable) leaves ~10% of them, and one matrix product of the centroids with those ranks them. A neuron can sit
-  in several buckets of a table, or in none.
+  frequent neurons, active for every input anyway, left out), computed exactly by one matrix product of the
+  centroids with the weights (early in training only with the 5-10% of them a bound cannot rule out: reachable). A
+  neuron can sit in several buckets of a table, or in none.
 
 An input then retrieves exactly what perfect retrieval would return for the centre of its cluster. L tables are L
 k-means fits from different starting centroids; their buckets' union is the input's set. M is the active set's
@@ -132,8 +132,8 @@ class QueryCentroids:
              queries: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
         """int32 (L, C, M): bucket c of table t holds the M neurons of largest logit at centroid c (best first),
         the neurons in exclude left out (where fewer remain, the rest is -1, which LSHTables.fill drops).
-        Exact, as perfect retrieval ranks (sampling mode "exact"): one pass over the weights bounds every neuron's
-        logits (reachable), and only the neurons that can pass a centroid's starting threshold are scored.
+        Exact, as perfect retrieval ranks (sampling mode "exact"): every neuron that can pass a centroid's starting
+        threshold is scored (all of them, unless a bound rules most out: reachable).
         Adaptive buckets: int32 (L, C * BUCKET_LEVELS, 4M), bucket c * 9 + s the first levels[s] of c's 4M, and
         reach set so that `queries` (the layer's recent inputs; none: every input takes M) take M on average."""
         N, C, M = len(weights), self.num_centroids, int(self.levels[-1])
