@@ -36,11 +36,14 @@ meets roughly the same buckets: the neurons of largest bias, label popularity as
 
 from __future__ import annotations
 
+import functools
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
+from typing import Any
 
 import numba
 import numpy as np
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 from dslide.kernels.bf16 import as_float32
 from dslide.kernels.hashing import nearest_centroid_codes
@@ -126,7 +129,8 @@ class QueryCentroids:
         """int32 (n, L): the centroid each neuron's weight vector has the largest inner product with (drift only:
         the buckets themselves come from fill())."""
         x = as_rows(x, self.dim)
-        return np.stack([np.argmax(x @ c.T, axis=1) for c in self.centroids], axis=1).astype(np.int32)
+        with one_blas_thread():
+            return np.stack([np.argmax(x @ c.T, axis=1) for c in self.centroids], axis=1).astype(np.int32)
 
     def fill(self, weights: np.ndarray, bias: np.ndarray | None, exclude: np.ndarray,
              queries: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
@@ -142,7 +146,7 @@ class QueryCentroids:
         skip[exclude] = True
         ranked = np.empty((self.num_tables, C, M), dtype=np.int32)
         out = np.full((self.num_tables, C * len(self.levels), M), -1, dtype=np.int32) if self.adaptive else ranked
-        with threadpool_limits(1, user_api="blas"):  # see _fold: the fill's products run on one thread each
+        with one_blas_thread():  # see _fold: the fill's products run on one thread each
             for t in range(self.num_tables):
                 self._fill_table(t, weights, bias, skip, ranked[t], out[t])
         if self.adaptive:
@@ -203,7 +207,8 @@ class QueryCentroids:
         gen = rng(seed)
         sse = 0.0
         for t in range(self.num_tables):
-            self.centroids[t], sse = kmeans(x, self.num_centroids, max(1, iters), gen)
+            with one_blas_thread():
+                self.centroids[t], sse = kmeans(x, self.num_centroids, max(1, iters), gen)
         self.fits += 1
         return {"mean_sq_distance": sse, "kept": True}
 
@@ -220,6 +225,18 @@ class QueryCentroids:
             self.reach = np.asarray(state["reach"], dtype=np.float64).copy()
             self.level_start = np.ascontiguousarray(state["level_start"], dtype=np.float32)
             self.level_next = np.ascontiguousarray(state["level_next"], dtype=np.float32)
+
+
+@functools.cache
+def _blas() -> ThreadpoolController:
+    return ThreadpoolController()  # inspecting the loaded libraries once: a fresh look costs milliseconds
+
+
+def one_blas_thread() -> AbstractContextManager[Any]:
+    """A context holding OpenBLAS at one thread. The family's products (fills, k-means fits, the drift monitor's
+    hashes) run between training steps, beside numba's OpenMP threads, which keep spinning after a parallel region;
+    there a two-thread OpenBLAS product, or an SVD, took 2-5x longer than on one thread (docs/lsh.md)."""
+    return _blas().limit(limits=1, user_api="blas")
 
 
 def level_sizes(m: int) -> np.ndarray:
