@@ -39,7 +39,7 @@ from __future__ import annotations
 import functools
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import Any, NamedTuple
 
 import numba
 import numpy as np
@@ -147,18 +147,19 @@ class QueryCentroids:
         ranked = np.empty((self.num_tables, C, M), dtype=np.int32)
         out = np.full((self.num_tables, C * len(self.levels), M), -1, dtype=np.int32) if self.adaptive else ranked
         with one_blas_thread():  # see _fold: the fill's products run on one thread each
+            sample = neuron_sample(weights, bias, skip)
             for t in range(self.num_tables):
-                self._fill_table(t, weights, bias, skip, ranked[t], out[t])
+                self._fill_table(t, weights, bias, skip, sample, ranked[t], out[t])
         if self.adaptive:
             self.calibrate(queries)
         return out
 
-    def _fill_table(self, t: int, weights: np.ndarray, bias: np.ndarray, skip: np.ndarray, ranked: np.ndarray,
-                    out: np.ndarray) -> None:  # fmt: skip
+    def _fill_table(self, t: int, weights: np.ndarray, bias: np.ndarray, skip: np.ndarray, sample: NeuronSample,
+                    ranked: np.ndarray, out: np.ndarray) -> None:  # fmt: skip
         """Table t's buckets: ranked (C, 4M or M) each centroid's neurons best first; out its adaptive buckets."""
         N, M, mu = len(weights), int(self.levels[-1]), self.centroids[t]
-        threshold = start_thresholds(mu, weights, bias, skip, M)
-        cols = reachable(mu, weights, bias, skip, threshold)
+        threshold = start_thresholds(mu, sample, M)
+        cols = reachable(mu, weights, bias, skip, threshold, sample)
         self.scored[t] = N - int(skip.sum()) if cols is None else len(cols)
         scores, ids, count = _fold(mu, weights, cols, bias, skip, M, threshold)
         short = count < M  # the sample's threshold was above the M-th logit: fold those centroids again, over all
@@ -296,23 +297,36 @@ def kmeans(x: np.ndarray, k: int, iters: int, gen: np.random.Generator) -> tuple
     return mu, sse
 
 
-def start_thresholds(mu: np.ndarray, weights: np.ndarray, bias: np.ndarray, skip: np.ndarray, m: int) -> np.ndarray:
-    """Per centroid, a logit most likely below its m-th largest over all neurons: from a strided sample of
-    FILL_SAMPLE neurons, the one ranked 4 standard deviations (plus 8) past where the top m's expected count ends
-    (the count is Poisson: a threshold above the m-th logit, and a second pass, is rarer than 1 in 10,000), so
-    that the pass over all neurons collects few more than m candidates (-inf where the sample is too small)."""
+class NeuronSample(NamedTuple):
+    """A strided sample of the neurons a fill may rank (FILL_SAMPLE of them, the skipped ones left out): their
+    weights (float32) and biases, and how many neurons there are in all."""
+
+    weights: np.ndarray
+    bias: np.ndarray
+    total: int
+
+
+def neuron_sample(weights: np.ndarray, bias: np.ndarray, skip: np.ndarray) -> NeuronSample:
     rows = np.arange(0, len(weights), max(1, len(weights) // FILL_SAMPLE))
     rows = rows[~skip[rows]]
-    expected = m * len(rows) / len(weights)
+    return NeuronSample(as_float32(weights[rows]), bias[rows], len(weights))
+
+
+def start_thresholds(mu: np.ndarray, sample: NeuronSample, m: int) -> np.ndarray:
+    """Per centroid, a logit most likely below its m-th largest over all neurons: the sample's, ranked 4 standard
+    deviations (plus 8) past where the top m's expected count ends (the count is Poisson: a threshold above the
+    m-th logit, and a second pass, is rarer than 1 in 10,000), so that the pass over all neurons collects few more
+    than m candidates (-inf where the sample is too small)."""
+    expected = m * len(sample.bias) / sample.total
     rank = int(expected + 4 * np.sqrt(expected)) + 8
-    if rank >= len(rows):
+    if rank >= len(sample.bias):
         return np.full(len(mu), -np.inf, dtype=np.float32)
-    sample = mu @ as_float32(weights[rows]).T + bias[rows]
-    return -np.partition(-sample, rank, axis=1)[:, rank].astype(np.float32)
+    logits = mu @ sample.weights.T + sample.bias
+    return -np.partition(-logits, rank, axis=1)[:, rank].astype(np.float32)
 
 
-def reachable(mu: np.ndarray, weights: np.ndarray, bias: np.ndarray, skip: np.ndarray,
-              threshold: np.ndarray) -> np.ndarray | None:  # fmt: skip
+def reachable(mu: np.ndarray, weights: np.ndarray, bias: np.ndarray, skip: np.ndarray, threshold: np.ndarray,
+              sample: NeuronSample) -> np.ndarray | None:  # fmt: skip
     """int64: the neurons whose logit can reach threshold[c] at some centroid c (None: every neuron not skipped);
     no other can enter a bucket, so the fill scores only these. The bound splits each centroid along the centroids'
     mean direction (they all point into the inputs' orthant, so they lie near it) and bounds the rest by
@@ -327,9 +341,9 @@ def reachable(mu: np.ndarray, weights: np.ndarray, bias: np.ndarray, skip: np.nd
     floor = threshold.astype(np.float64)
     # the bound is worth its pass only while it rules out most neurons: early in training, when the biases (log label
     # frequencies) decide most logits; once the inputs' norms have grown it rules out almost none (tried on a sample)
-    sample = np.arange(0, len(weights), max(1, len(weights) // FILL_SAMPLE))
-    kept = np.empty(len(sample), dtype=np.bool_)
-    rows_within_reach(weights[sample], u, along, across, slack, floor, bias[sample], skip[sample], kept)
+    kept = np.empty(len(sample.bias), dtype=np.bool_)
+    none_skipped = np.zeros(len(sample.bias), dtype=np.bool_)
+    rows_within_reach(sample.weights, u, along, across, slack, floor, sample.bias, none_skipped, kept)
     if kept.mean() > PRUNE_AT_MOST:
         return None
     keep = np.empty(len(weights), dtype=np.bool_)
