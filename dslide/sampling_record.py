@@ -46,6 +46,8 @@ def sampling_record(net: Network, comm: Communicator) -> dict[str, Any]:
         "padding_share": parts[3] / total,
         "rebuilds": int(comm.max_scalar(index.rebuilds)),
         "rebuild_time_s": comm.max_scalar(index.rebuild_seconds),
+        "refills": int(comm.max_scalar(index.refills)),
+        "refill_missed_est": comm.max_scalar(index.refill_missed),
         "drift_check_time_s": comm.max_scalar(index.drift_seconds),
         "hash_fits": int(comm.max_scalar(index.fits)),
         "hash_fits_rejected": int(comm.max_scalar(index.fits_rejected)),

@@ -66,13 +66,38 @@ def row_topk_ids(scores: np.ndarray, k: int, out: np.ndarray) -> None:
 
 
 @numba.njit(cache=True)
+def _select_best(scores: np.ndarray, ids: np.ndarray, count: int, k: int) -> float:
+    """Move the k largest of scores[:count] (and their ids) to the front, in their order (ties at the k-th: the first
+    ones); returns the k-th largest. A partition and one pass: no sort (0 < k <= count)."""
+    kth = np.partition(scores[:count], count - k)[count - k]
+    kept_scores = np.empty(k, scores.dtype)
+    kept_ids = np.empty(k, ids.dtype)
+    w = 0
+    for i in range(count):
+        if scores[i] > kth:
+            kept_scores[w], kept_ids[w] = scores[i], ids[i]
+            w += 1
+    for i in range(count):
+        if w == k:
+            break
+        if scores[i] == kth:
+            kept_scores[w], kept_ids[w] = scores[i], ids[i]
+            w += 1
+    scores[:k] = kept_scores
+    ids[:k] = kept_ids
+    return kth
+
+
+@numba.njit(cache=True)
 def _keep_best(scores: np.ndarray, ids: np.ndarray, count: int, k: int) -> float:
-    """Reorder scores[:count], ids[:count] so their k largest scores come first; returns the k-th largest."""
-    order = np.argsort(-scores[:count], kind="mergesort")[:k]
+    """Reorder scores[:count], ids[:count] so their k largest scores come first, best first (ties: in their order);
+    returns the k-th largest."""
+    kth = _select_best(scores, ids, count, k) if count > k else scores[:count].min()
+    order = np.argsort(-scores[:k], kind="mergesort")
     kept_scores, kept_ids = scores[order], ids[order]
     scores[:k] = kept_scores
     ids[:k] = kept_ids
-    return kept_scores[k - 1]
+    return kth
 
 
 @numba.njit(nogil=True, cache=True)
@@ -93,7 +118,7 @@ def fold_topk_rows(
             score = row[j] + col_bias[j]
             if score > thr:
                 if c == cand_scores.shape[1]:
-                    thr = _keep_best(cand_scores[r], cand_ids[r], c, k)
+                    thr = _select_best(cand_scores[r], cand_ids[r], c, k)
                     c = k
                     if score <= thr:
                         continue
@@ -105,11 +130,11 @@ def fold_topk_rows(
 
 @numba.njit(nogil=True, cache=True)
 def trim_topk_rows(cand_scores: np.ndarray, cand_ids: np.ndarray, count: np.ndarray, k: int) -> None:
-    """Cut every row's candidates to its k best (in place, best first), so that several threads' candidates for
-    the same rows can be merged cheaply."""
+    """Cut every row's candidates to its k best (in place, in no particular order), so that several threads'
+    candidates for the same rows can be merged cheaply."""
     for r in range(cand_scores.shape[0]):
         if count[r] > k:
-            _keep_best(cand_scores[r], cand_ids[r], count[r], k)
+            _select_best(cand_scores[r], cand_ids[r], count[r], k)
             count[r] = k
 
 
@@ -151,12 +176,98 @@ def rows_within_reach(
 
 
 @numba.njit(parallel=True, cache=True)
-def finish_topk_rows(cand_scores: np.ndarray, cand_ids: np.ndarray, count: np.ndarray, k: int,
-                        out: np.ndarray) -> None:  # fmt: skip
-    """out[r] = the ids of row r's k best candidates, best first (-1 past the candidates when fewer than k)."""
+def finish_topk_rows(cand_scores: np.ndarray, cand_ids: np.ndarray, count: np.ndarray, k: int, out: np.ndarray,
+                     ranked: bool = True) -> None:  # fmt: skip
+    """out[r] = the ids of row r's k best candidates (-1 past the candidates when fewer than k), which also come
+    first in cand_*: best first, or with ranked=False in no particular order (a partition instead of a sort)."""
     for r in numba.prange(out.shape[0]):
         m = min(k, count[r])
-        if count[r] > 0:
-            _keep_best(cand_scores[r], cand_ids[r], count[r], m)
+        if m > 0:
+            if ranked:
+                _keep_best(cand_scores[r], cand_ids[r], count[r], m)
+            elif count[r] > m:
+                _select_best(cand_scores[r], cand_ids[r], count[r], m)
         out[r, :m] = cand_ids[r, :m]
         out[r, m:] = -1
+
+
+@numba.njit(cache=True)
+def append_rows(scores: np.ndarray, ids: np.ndarray, count: np.ndarray, more_scores: np.ndarray, more_ids: np.ndarray,
+                more_count: np.ndarray) -> None:  # fmt: skip
+    """Append each row's more_count[r] candidates (more_*) to its count[r] candidates (scores, ids), in place."""
+    for r in range(scores.shape[0]):
+        c, n = count[r], more_count[r]
+        scores[r, c : c + n] = more_scores[r, :n]
+        ids[r, c : c + n] = more_ids[r, :n]
+        count[r] = c + n
+
+
+@numba.njit(cache=True)
+def group_listed(listed: np.ndarray, num_neurons: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The entries of listed (R, K) grouped by the neuron they name (-1: none), a counting sort: (neurons, start,
+    slots), where neurons[u]'s entries are the flat positions r * K + j in slots[start[u] : start[u + 1]]. The lists
+    of a centroid fill overlap (2M entries name ~100,000 neurons at the Amazon shape): grouped, each listed row is
+    read once (score_grouped)."""
+    R, K = listed.shape
+    count = np.zeros(num_neurons, np.int64)
+    for r in range(R):
+        for j in range(K):
+            if listed[r, j] >= 0:
+                count[listed[r, j]] += 1
+    neurons = np.flatnonzero(count).astype(np.int32)
+    start = np.zeros(len(neurons) + 1, np.int64)
+    start[1:] = np.cumsum(count[neurons])
+    at = np.full(num_neurons, -1, np.int64)
+    for u in range(len(neurons)):
+        at[neurons[u]] = start[u]
+    slots = np.empty(start[-1], np.int32)
+    for r in range(R):
+        for j in range(K):
+            n = listed[r, j]
+            if n >= 0:
+                slots[at[n]] = r * K + j
+                at[n] += 1
+    return neurons, start, slots
+
+
+@numba.njit(parallel=True, cache=True, fastmath={"reassoc", "contract"})
+def score_grouped(mu: np.ndarray, weights: np.ndarray, bias: np.ndarray, skip: np.ndarray, neurons: np.ndarray,
+                  start: np.ndarray, slots: np.ndarray, scores: np.ndarray) -> None:  # fmt: skip
+    """scores (R, K), grouped by group_listed: the entry at flat position r * K + j naming neuron n gets
+    mu[r] . w_n + b_n (weights float32 or bfloat16), -inf where n is skipped or the entry names none: a centroid's
+    refill from the neurons its last full fill ranked highest (centroids.py)."""
+    R, K = scores.shape
+    D = weights.shape[1]
+    flat = scores.reshape(R * K)
+    flat[:] = -np.inf
+    for u in numba.prange(len(neurons)):
+        n = neurons[u]
+        if skip[n]:
+            continue
+        row = weights[n]
+        for p in range(start[u], start[u + 1]):
+            m = mu[slots[p] // K]
+            s = np.float32(0.0)
+            for d in range(D):
+                s += m[d] * stored_at(row, d)
+            flat[slots[p]] = s + bias[n]
+
+
+@numba.njit(parallel=True, cache=True)
+def count_unlisted_above(logits: np.ndarray, position: np.ndarray, listed: np.ndarray, floor: np.ndarray) -> int:
+    """How many (r, s) have logits[r, s] > floor[r] while sample neuron s is not in listed[r]; position[n]: neuron
+    n's column in logits (-1: not in the sample). A refill's estimate of the neurons its lists miss (centroids.py)."""
+    R, S = logits.shape
+    total = 0
+    for r in numba.prange(R):
+        seen = np.zeros(S, np.bool_)
+        for j in range(listed.shape[1]):
+            n = listed[r, j]
+            if n >= 0 and position[n] >= 0:
+                seen[position[n]] = True
+        above = 0
+        for s in range(S):
+            if logits[r, s] > floor[r] and not seen[s]:
+                above += 1
+        total += above
+    return total

@@ -47,7 +47,16 @@ from threadpoolctl import ThreadpoolController
 
 from dslide.kernels.bf16 import as_float32
 from dslide.kernels.hashing import nearest_centroid_codes
-from dslide.kernels.topk import finish_topk_rows, fold_topk_rows, rows_within_reach, trim_topk_rows
+from dslide.kernels.topk import (
+    append_rows,
+    count_unlisted_above,
+    finish_topk_rows,
+    fold_topk_rows,
+    group_listed,
+    rows_within_reach,
+    score_grouped,
+    trim_topk_rows,
+)
 from dslide.lsh._params import as_rows, check_shape, rng
 
 BUCKET_LEVELS = 9  # adaptive buckets: an input takes one of 9 prefixes of its centroid's ranked neurons, M/4 ... 4M
@@ -55,6 +64,11 @@ FILL_CHUNK = 2048  # neurons scored against every centroid at a time: a (C, 2,04
 FILL_SAMPLE = 16384  # neurons whose logits set each centroid's starting threshold
 PRUNE_AT_MOST = 0.5  # the fill's bound is applied only where a sample says it leaves at most this share to score
 FILL_ROUNDING = 1e-4  # the fill's bound on a logit gives |mu| |w| x this for a float32 product's rounding (<= 1e-5)
+# A full fill also lists each centroid's CANDIDATES x M neurons of largest logit (M: the bucket size); later fills rank
+# only those while a sample of the other neurons estimates that they miss at most REFILL_MISSES of the exact buckets
+# (0.4% after 200 steps of training; the weights move little between fills, and a refill costs a fifth of a fill).
+CANDIDATES = 8
+REFILL_MISSES = 0.01
 KMEANS_ITERS = 10  # Lloyd iterations a fit: the assignments of 4,096 inputs to 256 centroids settle by then
 
 
@@ -89,7 +103,12 @@ class QueryCentroids:
         self.reach = np.full(num_tables, np.nan)
         self.level_start = np.zeros((num_tables, self.num_centroids), dtype=np.float32)
         self.level_next = np.full((num_tables, self.num_centroids, len(self.levels)), -np.inf, dtype=np.float32)
-        self.scored = np.zeros(num_tables, dtype=np.int64)  # neurons the latest fill scored at the centroids, per table
+        # per table: the neurons the latest fill scored at each centroid (a refill: at most), whether it ranked only the
+        # candidates of the latest full fill, and the share of the exact buckets a sample estimates that it missed
+        self.scored = np.zeros(num_tables, dtype=np.int64)
+        self.refilled = np.zeros(num_tables, dtype=np.bool_)
+        self.grouped: list[tuple[np.ndarray, np.ndarray, np.ndarray] | None] = [None] * num_tables
+        self.missed = np.zeros(num_tables)
         self.redraw(seed)
 
     def redraw(self, seed: int) -> None:
@@ -97,6 +116,7 @@ class QueryCentroids:
         gen = rng(seed)
         shape = (self.num_tables, self.num_centroids, self.dim)
         self.centroids = np.abs(gen.standard_normal(shape) / np.sqrt(self.dim)).astype(np.float32)
+        self.candidates = np.zeros((self.num_tables, self.num_centroids, 0), dtype=np.int32)  # new centroids: none
         self.fits = 0
 
     def hash_queries(self, x: np.ndarray) -> np.ndarray:
@@ -136,8 +156,10 @@ class QueryCentroids:
              queries: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
         """int32 (L, C, M): bucket c of table t holds the M neurons of largest logit at centroid c (best first),
         the neurons in exclude left out (where fewer remain, the rest is -1, which LSHTables.fill drops).
-        Exact, as perfect retrieval ranks (sampling mode "exact"): every neuron that can pass a centroid's starting
-        threshold is scored (all of them, unless a bound rules most out: reachable).
+        A full fill is exact, as perfect retrieval ranks (sampling mode "exact"): every neuron that can pass a
+        centroid's starting threshold is scored (all of them, unless a bound rules most out: reachable). It also lists
+        each centroid's CANDIDATES x M best, and later fills rank only those (refill) while a sample estimates that
+        they miss at most REFILL_MISSES of the exact buckets.
         Adaptive buckets: int32 (L, C * BUCKET_LEVELS, 4M), bucket c * 9 + s the first levels[s] of c's 4M, and
         reach set so that `queries` (the layer's recent inputs; none: every input takes M) take M on average."""
         N, C, M = len(weights), self.num_centroids, int(self.levels[-1])
@@ -149,7 +171,9 @@ class QueryCentroids:
         with one_blas_thread():  # see _fold: the fill's products run on one thread each
             sample = neuron_sample(weights, bias, skip)
             for t in range(self.num_tables):
-                self._fill_table(t, weights, bias, skip, sample, ranked[t], out[t])
+                self.refilled[t] = self._refill_table(t, weights, bias, skip, sample, ranked[t], out[t])
+                if not self.refilled[t]:
+                    self._fill_table(t, weights, bias, skip, sample, ranked[t], out[t])
         if self.adaptive:
             self.calibrate(queries)
         return out
@@ -158,17 +182,51 @@ class QueryCentroids:
                     ranked: np.ndarray, out: np.ndarray) -> None:  # fmt: skip
         """Table t's buckets: ranked (C, 4M or M) each centroid's neurons best first; out its adaptive buckets."""
         N, M, mu = len(weights), int(self.levels[-1]), self.centroids[t]
-        threshold = start_thresholds(mu, sample, M)
-        cols = reachable(mu, weights, bias, skip, threshold, sample)
+        K = min(max(CANDIDATES * self.bucket_size, M), N - int(skip.sum()))
+        threshold = start_thresholds(mu, sample, K)
+        # the bound rules out the neurons that cannot reach the M-th logit now (a lower floor would keep 7x as many
+        # early in training); the candidates are the K best of the rest, and a refill's estimate covers the others
+        cols = reachable(mu, weights, bias, skip, start_thresholds(mu, sample, M), sample)
         self.scored[t] = N - int(skip.sum()) if cols is None else len(cols)
-        scores, ids, count = _fold(mu, weights, cols, bias, skip, M, threshold)
-        short = count < M  # the sample's threshold was above the M-th logit: fold those centroids again, over all
+        scores, ids, count = _fold(mu, weights, cols, bias, skip, K, threshold)
+        short = count < K  # the sample's threshold was above the K-th logit: fold those centroids again, over all
         if short.any():
             every = np.full(int(short.sum()), -np.inf, np.float32)
-            scores[short], ids[short], count[short] = _fold(mu[short], weights, None, bias, skip, M, every)
-        finish_topk_rows(scores, ids, count, M, ranked)
+            scores[short], ids[short], count[short] = _fold(mu[short], weights, None, bias, skip, K, every)
+        if self.candidates.shape[2] != K:
+            self.candidates = np.full((self.num_tables, self.num_centroids, K), -1, dtype=np.int32)
+        finish_topk_rows(scores, ids, count, K, self.candidates[t], ranked=False)
+        self.grouped[t] = None  # grouped by neuron at the first refill
+        finish_topk_rows(scores, ids, np.minimum(count, K), M, ranked)
+        self.missed[t] = 0.0
         if self.adaptive:
             self._set_levels(t, np.where(ranked >= 0, scores[:, :M], -np.inf), ranked, out)
+
+    def _refill_table(self, t: int, weights: np.ndarray, bias: np.ndarray, skip: np.ndarray, sample: NeuronSample,
+                      ranked: np.ndarray, out: np.ndarray) -> bool:  # fmt: skip
+        """Table t's buckets from its candidates alone, as _fill_table's, if a sample of the other neurons estimates
+        that they miss at most REFILL_MISSES of the exact buckets (else False: nothing is kept)."""
+        listed = self.candidates[t]
+        if listed.shape[1] == 0:
+            return False
+        M, mu = int(self.levels[-1]), self.centroids[t]
+        if self.grouped[t] is None:
+            self.grouped[t] = group_listed(listed, len(weights))
+        scores = np.empty(listed.shape, dtype=np.float32)
+        score_grouped(mu, weights, bias, skip, *self.grouped[t], scores)
+        ids = np.where(scores > -np.inf, listed, -1).astype(np.int32)  # skipped since: ranked last, then dropped
+        count = np.full(len(listed), listed.shape[1], dtype=np.int64)
+        finish_topk_rows(scores, ids, count, M, ranked)
+        # each centroid's M-th logit among its candidates (fewer than M listed: every neuron was, the floor is -inf)
+        floor = scores[:, M - 1].copy() if listed.shape[1] >= M else np.full(len(listed), -np.inf, np.float32)
+        missed = missed_share(mu, sample, listed, floor, M)
+        if missed > REFILL_MISSES:
+            return False
+        self.scored[t] = int((ids >= 0).sum(axis=1).max())
+        self.missed[t] = missed
+        if self.adaptive:
+            self._set_levels(t, np.where(ranked >= 0, scores[:, :M], -np.inf), ranked, out)
+        return True
 
     def _set_levels(self, t: int, ranked_scores: np.ndarray, ranked: np.ndarray, out: np.ndarray) -> None:
         """Adaptive buckets of table t from each centroid's ranked neurons and their logits (best first): the
@@ -211,10 +269,11 @@ class QueryCentroids:
             with one_blas_thread():
                 self.centroids[t], sse = kmeans(x, self.num_centroids, max(1, iters), gen)
         self.fits += 1
+        self.candidates = self.candidates[:, :, :0]  # listed at the old centroids: the next fill is a full one
         return {"mean_sq_distance": sse, "kept": True}
 
     def state(self) -> dict[str, np.ndarray]:
-        out = {"centroids": self.centroids, "fits": np.array(self.fits)}
+        out = {"centroids": self.centroids, "fits": np.array(self.fits), "candidates": self.candidates}
         if self.adaptive:
             out.update(reach=self.reach, level_start=self.level_start, level_next=self.level_next)
         return out
@@ -222,6 +281,9 @@ class QueryCentroids:
     def load_state(self, state: dict[str, np.ndarray]) -> None:
         self.centroids = np.ascontiguousarray(state["centroids"], dtype=np.float32)
         self.fits = int(state["fits"])
+        # a checkpoint made before fills kept candidates has none: its first fill is then a full one
+        self.candidates = np.ascontiguousarray(state.get("candidates", self.candidates[:, :, :0]), dtype=np.int32)
+        self.grouped = [None] * self.num_tables
         if self.adaptive:
             self.reach = np.asarray(state["reach"], dtype=np.float64).copy()
             self.level_start = np.ascontiguousarray(state["level_start"], dtype=np.float32)
@@ -298,18 +360,21 @@ def kmeans(x: np.ndarray, k: int, iters: int, gen: np.random.Generator) -> tuple
 
 
 class NeuronSample(NamedTuple):
-    """A strided sample of the neurons a fill may rank (FILL_SAMPLE of them, the skipped ones left out): their
-    weights (float32) and biases, and how many neurons there are in all."""
+    """A strided sample of the neurons a fill may rank (FILL_SAMPLE of them, the skipped ones left out): their ids,
+    weights (float32) and biases, how many neurons there are in all, and one in how many the sample draws."""
 
+    rows: np.ndarray
     weights: np.ndarray
     bias: np.ndarray
     total: int
+    stride: int
 
 
 def neuron_sample(weights: np.ndarray, bias: np.ndarray, skip: np.ndarray) -> NeuronSample:
-    rows = np.arange(0, len(weights), max(1, len(weights) // FILL_SAMPLE))
+    stride = max(1, len(weights) // FILL_SAMPLE)
+    rows = np.arange(0, len(weights), stride)
     rows = rows[~skip[rows]]
-    return NeuronSample(as_float32(weights[rows]), bias[rows], len(weights))
+    return NeuronSample(rows, as_float32(weights[rows]), bias[rows], len(weights), stride)
 
 
 def start_thresholds(mu: np.ndarray, sample: NeuronSample, m: int) -> np.ndarray:
@@ -323,6 +388,16 @@ def start_thresholds(mu: np.ndarray, sample: NeuronSample, m: int) -> np.ndarray
         return np.full(len(mu), -np.inf, dtype=np.float32)
     logits = mu @ sample.weights.T + sample.bias
     return -np.partition(-logits, rank, axis=1)[:, rank].astype(np.float32)
+
+
+def missed_share(mu: np.ndarray, sample: NeuronSample, listed: np.ndarray, floor: np.ndarray, m: int) -> float:
+    """The share of the C x m exact bucket entries that a refill from the candidates listed (C, K) misses, estimated
+    on the sample: its neurons not listed at a centroid whose logit there passes floor (the m-th logit among the
+    candidates), each standing for `stride` neurons. It errs high: such a neuron may still rank below the m-th."""
+    logits = mu @ sample.weights.T + sample.bias
+    position = np.full(sample.total, -1, dtype=np.int32)
+    position[sample.rows] = np.arange(len(sample.rows))
+    return count_unlisted_above(logits, position, listed, floor) * sample.stride / (len(mu) * m)
 
 
 def reachable(mu: np.ndarray, weights: np.ndarray, bias: np.ndarray, skip: np.ndarray, threshold: np.ndarray,
@@ -363,8 +438,9 @@ def _fold(mu: np.ndarray, weights: np.ndarray, cols: np.ndarray | None, bias: np
     n = len(weights) if cols is None else len(cols)
     starts = range(0, n, FILL_CHUNK)
     masked = np.where(skip, np.float32(-np.inf), bias) if cols is None else bias  # in place: skipped never pass
-    # buffers of 4m: a starting threshold lets a few more than m pass (start_thresholds), so one rarely fills up
-    parts = [(np.empty((len(mu), 4 * m), np.float32), np.empty((len(mu), 4 * m), np.int32),
+    # buffers of 2m: a starting threshold lets a few more than m pass (start_thresholds); a full one is cut back to
+    # its m best, a partition
+    parts = [(np.empty((len(mu), 2 * m), np.float32), np.empty((len(mu), 2 * m), np.int32),
               np.zeros(len(mu), np.int64), threshold.copy()) for _ in range(workers)]  # fmt: skip
 
     def work(w: int) -> None:
@@ -384,9 +460,9 @@ def _fold(mu: np.ndarray, weights: np.ndarray, cols: np.ndarray | None, bias: np
     else:
         with ThreadPoolExecutor(workers) as pool:
             list(pool.map(work, range(workers)))
-    count = sum(part[2] for part in parts)
-    scores = np.concatenate([part[0][:, :m] for part in parts], axis=1)
-    ids = np.concatenate([part[1][:, :m] for part in parts], axis=1)
-    valid = np.concatenate([np.arange(m) < part[2][:, None] for part in parts], axis=1)
-    front = np.argsort(~valid, axis=1, kind="stable")  # each row's candidates first, in the workers' order
-    return np.take_along_axis(scores, front, axis=1), np.take_along_axis(ids, front, axis=1), count
+    scores = np.empty((len(mu), workers * m), np.float32)
+    ids = np.empty((len(mu), workers * m), np.int32)
+    count = np.zeros(len(mu), np.int64)
+    for part in parts:  # each row's candidates first, in the workers' order
+        append_rows(scores, ids, count, part[0], part[1], part[2])
+    return scores, ids, count

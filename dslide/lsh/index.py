@@ -39,6 +39,8 @@ class IndexStats:
 
     rebuilds: int = 0
     rebuild_seconds: float = 0.0
+    refills: int = 0  # rebuilds that ranked only the candidates of the latest full fill (centroids.py)
+    refill_missed: float = 0.0  # the largest share of the exact buckets a sample estimates that one of them missed
     drift_seconds: float = 0.0  # spent measuring the weights' drift (trigger "drift")
     fits: int = 0  # fits of a learned hash family
     fits_rejected: int = 0  # ... that kept the current functions (no step did better on held-out inputs)
@@ -110,6 +112,9 @@ class NeuronIndex:
         t0 = time.perf_counter()
         if self.fills_buckets:
             self.tables.fill(self.family.fill(weights, bias, self.exclude, self.latest_queries(CALIBRATION_QUERIES)))
+            if self.family.refilled.all():
+                self.stats.refills += 1
+                self.stats.refill_missed = max(self.stats.refill_missed, float(self.family.missed.max()))
         else:
             if self.learns_hashes and self.family.fits > 0 and self.queries_seen > 0:
                 stride = max(1, len(weights) // 16384)

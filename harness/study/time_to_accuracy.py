@@ -138,6 +138,7 @@ KEEP = (
     "label_share", "frequent_share", "lsh_share", "padding_share", "rebuilds", "rebuild_time_s", "test_points",
     "recall_tail_top1", "recall_tail_top5", "probe_retrieved_mean", "active_p05", "active_p50", "active_p95",
     "hash_fits", "hash_fits_rejected", "hash_fit_time_s", "epoch_time_s", "train_p@1", "train_p@5",
+    "drift_check_time_s", "refills", "refill_missed_est",
 )  # fmt: skip
 
 

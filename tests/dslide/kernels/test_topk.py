@@ -7,7 +7,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dslide.kernels.bf16 import from_bf16, to_bf16
-from dslide.kernels.topk import finish_topk_rows, fold_topk_rows, merge_topk, row_topk_ids, rows_within_reach
+from dslide.kernels.topk import (
+    count_unlisted_above,
+    finish_topk_rows,
+    fold_topk_rows,
+    group_listed,
+    merge_topk,
+    row_topk_ids,
+    rows_within_reach,
+    score_grouped,
+)
 
 
 @settings(max_examples=30, deadline=None)
@@ -101,3 +110,75 @@ def test_rows_within_reach_keeps_every_row_that_reaches_a_floor_and_drops_those_
     bound = along[:, None] * dot + across[:, None] * rest + slack[:, None] * norm + bias
     ruled_out = (bound < floor[:, None] - 1e-9).all(axis=0) | skip
     assert not keep[ruled_out].any()
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 5), st.integers(1, 300), st.integers(1, 60), st.integers(0, 10_000), st.booleans())
+def test_finish_topk_rows_unranked_keeps_the_k_best_and_ranked_sorts_them(rows, count, k, seed, ties):
+    """ranked=False: the k best candidates (as a set; ties at the k-th: the first ones), first in cand_* too, so a
+    ranked finish over those k gives the best of them in order: what a centroid fill does with its candidates."""
+    rng = np.random.default_rng(seed)
+    scores = rng.normal(size=(rows, count)).astype(np.float32)
+    if ties:
+        scores = np.round(scores).astype(np.float32)
+    ids = np.tile(np.arange(count, dtype=np.int32) * 3, (rows, 1))
+    cand_scores, cand_ids = scores.copy(), ids.copy()
+    counts = np.full(rows, count, dtype=np.int64)
+    kept = np.empty((rows, k), dtype=np.int32)
+    finish_topk_rows(cand_scores, cand_ids, counts, k, kept, ranked=False)
+    m = min(k, count)
+    want = np.argsort(-scores, axis=1, kind="stable")[:, :m] * 3
+    for r in range(rows):
+        assert set(kept[r, :m]) == set(want[r]) and (kept[r, m:] == -1).all()
+        assert set(cand_ids[r, :m]) == set(want[r])
+    top = max(1, m // 2)
+    ranked = np.empty((rows, top), dtype=np.int32)
+    finish_topk_rows(cand_scores, cand_ids, np.full(rows, m, dtype=np.int64), top, ranked)
+    np.testing.assert_array_equal(ranked, want[:, :top])
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 12), st.integers(1, 30), st.integers(1, 200), st.integers(1, 20), st.integers(0, 10_000),
+       st.booleans())  # fmt: skip
+def test_score_grouped_gives_every_listed_neurons_logit_and_minus_inf_elsewhere(rows, k, neurons, dim, seed, bf16):
+    """Grouped by neuron (group_listed) and scored (score_grouped): entry (r, j) is mu[r] . w_n + b_n for the neuron
+    it lists, -inf where it lists none (-1) or a skipped neuron; numpy's dot products in float64 for the reference."""
+    rng = np.random.default_rng(seed)
+    mu = rng.normal(size=(rows, dim)).astype(np.float32)
+    W = rng.normal(size=(neurons, dim)).astype(np.float32)
+    if bf16:
+        W = to_bf16(W)
+    bias = rng.normal(size=neurons).astype(np.float32)
+    skip = rng.random(neurons) < 0.2
+    listed = np.where(rng.random((rows, k)) < 0.15, -1, rng.integers(0, neurons, (rows, k))).astype(np.int32)
+    neurons_listed, start, slots = group_listed(listed, neurons)
+    assert set(neurons_listed) == set(listed[listed >= 0]) and start[-1] == (listed >= 0).sum()
+    scores = np.empty((rows, k), dtype=np.float32)
+    score_grouped(mu, W, bias, skip, neurons_listed, start, slots, scores)
+    Wf = (from_bf16(W) if bf16 else W).astype(np.float64)
+    for r in range(rows):
+        for j in range(k):
+            n = listed[r, j]
+            if n < 0 or skip[n]:
+                assert scores[r, j] == -np.inf
+            else:
+                want = mu[r].astype(np.float64) @ Wf[n] + bias[n]
+                assert abs(scores[r, j] - want) < 1e-4 * (1 + np.abs(Wf[n]).sum())
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 8), st.integers(1, 50), st.integers(1, 20), st.integers(0, 10_000))
+def test_count_unlisted_above_counts_the_sample_neurons_a_list_misses(rows, sample, k, seed):
+    """The (row, sample neuron) pairs whose logit passes the row's floor while the row does not list that neuron,
+    against a loop in numpy; position maps neuron ids to the sample's columns (-1: not sampled)."""
+    rng = np.random.default_rng(seed)
+    neurons = 3 * sample
+    rows_in_sample = np.sort(rng.choice(neurons, sample, replace=False))
+    position = np.full(neurons, -1, dtype=np.int32)
+    position[rows_in_sample] = np.arange(sample)
+    logits = rng.normal(size=(rows, sample)).astype(np.float32)
+    floor = rng.normal(size=rows).astype(np.float32)
+    listed = np.where(rng.random((rows, k)) < 0.1, -1, rng.integers(0, neurons, (rows, k))).astype(np.int32)
+    want = sum(logits[r, s] > floor[r] and rows_in_sample[s] not in set(listed[r]) for r in range(rows)
+               for s in range(sample))  # fmt: skip
+    assert count_unlisted_above(logits, position, listed, floor) == want

@@ -319,3 +319,115 @@ def test_the_index_calibrates_adaptive_buckets_on_its_buffered_inputs() -> None:
     codes, offsets, _ = index.lookup(index.buffered_queries())
     sizes = offsets[0, codes[:, 0] + 1] - offsets[0, codes[:, 0]]
     assert sizes.mean() <= 6 and sizes.min() < 6 < sizes.max()
+
+
+def moved_family(gen: np.random.Generator, N: int = 40_000) -> tuple[QueryCentroids, np.ndarray, np.ndarray]:
+    """A fitted family (M = 12, so 96 candidates a centroid) over N neurons whose biases spread like log label
+    frequencies, after its first (full) fill: (family, weights, biases)."""
+    fam = family(K=3, L=2, M=12, dim=16)
+    points = blobs(gen, 8, 30, 16)[0] / 10
+    fam.fit(points, None, np.zeros((1, 16), np.float32), seed=2)
+    W = (0.3 * gen.standard_normal((N, 16))).astype(np.float32)
+    b = np.log(gen.zipf(1.5, N).clip(max=10_000) / N).astype(np.float32)
+    fam.fill(W, b, np.zeros(0, np.int32))
+    return fam, W, b
+
+
+def exact_logits(fam: QueryCentroids, t: int, W: np.ndarray, b: np.ndarray, exclude: np.ndarray) -> np.ndarray:
+    logits = fam.centroids[t].astype(np.float64) @ W.T.astype(np.float64) + b
+    logits[:, exclude] = -np.inf
+    return logits
+
+
+def test_a_full_fill_lists_each_centroids_best_neurons_and_a_refill_ranks_them_after_a_small_move() -> None:
+    """The first fill is a full one and lists each centroid's CANDIDATES x M best neurons (numpy's set). After the
+    weights move a little, the next fill ranks only those: each bucket is numpy's top M among the listed, at the
+    new weights (a neuron excluded since left out), nearly the exact buckets, and its estimated misses are small."""
+    from dslide.lsh.centroids import CANDIDATES, REFILL_MISSES
+
+    gen = np.random.default_rng(11)
+    fam, W, b = moved_family(gen)
+    assert not fam.refilled.any() and fam.candidates.shape == (2, 8, CANDIDATES * 12)
+    for t in range(2):
+        logits = exact_logits(fam, t, W, b, np.zeros(0, np.int64))
+        for c in range(8):
+            assert set(fam.candidates[t, c]) == set(np.argsort(-logits[c])[: CANDIDATES * 12])
+    W2 = W + (0.003 * gen.standard_normal(W.shape)).astype(np.float32)
+    exclude = np.array([fam.candidates[0, 0, 0], fam.candidates[1, 3, 5]], dtype=np.int32)
+    buckets = fam.fill(W2, b, exclude)
+    assert fam.refilled.all() and (fam.missed <= REFILL_MISSES).all()
+    recall = []
+    for t in range(2):
+        logits = exact_logits(fam, t, W2, b, exclude)
+        for c in range(8):
+            listed = fam.candidates[t, c]
+            want = listed[np.argsort(-logits[c, listed], kind="stable")][:12]
+            np.testing.assert_array_equal(np.sort(buckets[t, c]), np.sort(want))
+            assert not np.isin(buckets[t, c], exclude).any()
+            recall.append(len(np.intersect1d(buckets[t, c], np.argsort(-logits[c])[:12])) / 12)
+    assert np.mean(recall) >= 0.95
+
+
+def test_a_refill_whose_lists_miss_too_much_is_refused_and_the_fill_is_full_and_exact() -> None:
+    """Weights drawn afresh: the sample finds many neurons above the listed ones, so the fill is a full one again,
+    numpy's exact ranking, with new lists."""
+    gen = np.random.default_rng(12)
+    fam, W, b = moved_family(gen)
+    old = fam.candidates.copy()
+    W3 = (0.3 * gen.standard_normal(W.shape)).astype(np.float32)
+    buckets = fam.fill(W3, b, np.zeros(0, np.int32))
+    assert not fam.refilled.any() and (fam.missed == 0).all() and not np.array_equal(fam.candidates, old)
+    for t in range(2):
+        logits = exact_logits(fam, t, W3, b, np.zeros(0, np.int64))
+        for c in range(8):
+            assert set(buckets[t, c]) == set(np.argsort(-logits[c])[:12])
+
+
+def test_the_refills_estimate_errs_high_when_the_sample_is_every_neuron() -> None:
+    """With fewer neurons than the sample draws, the estimate counts every unlisted neuron above each centroid's M-th
+    listed logit: never below the true share of the exact bucket entries the refill misses (zero when nothing
+    moved), and the refill is refused once that share passes REFILL_MISSES."""
+    from dslide.lsh.centroids import REFILL_MISSES, missed_share, neuron_sample
+
+    gen = np.random.default_rng(13)
+    fam, W, b = moved_family(gen, N=8_000)
+    listed = fam.candidates.copy()
+    for noise in (0.0, 0.02, 0.05, 0.1, 0.3):
+        W2 = W + (noise * gen.standard_normal(W.shape)).astype(np.float32)
+        sample = neuron_sample(W2, b, np.zeros(len(W2), np.bool_))
+        assert sample.stride == 1
+        missed_true, estimates = 0, []
+        for t in range(2):
+            logits = exact_logits(fam, t, W2, b, np.zeros(0, np.int64)).astype(np.float32)
+            from_lists = np.take_along_axis(logits, listed[t].astype(np.int64), axis=1)
+            floor = -np.sort(-from_lists, axis=1)[:, 11]
+            estimates.append(missed_share(fam.centroids[t], sample, listed[t], floor, 12))
+            for c in range(8):
+                missed_true += 12 - len(np.intersect1d(np.argsort(-logits[c])[:12], listed[t, c]))
+        assert min(estimates) >= 0
+        assert sum(estimates) * 8 * 12 >= missed_true - 1e-9
+        if noise == 0.0:
+            assert sum(estimates) == 0
+    fam.candidates = listed
+    fam.grouped = [None, None]
+    fam.fill(W2, b, np.zeros(0, np.int32))  # the most moved
+    assert not fam.refilled.any() and sum(estimates) > REFILL_MISSES
+
+
+def test_new_centroids_forget_the_lists_and_the_lists_are_checkpointed() -> None:
+    """A fit (new centroids) makes the next fill a full one; the lists travel in the family's state, and a state made
+    before fills kept lists loads with none (its next fill is full)."""
+    gen = np.random.default_rng(14)
+    fam, W, b = moved_family(gen)
+    other = family(K=3, L=2, M=12, dim=16, seed=5)
+    other.load_state({k: np.array(v) for k, v in fam.state().items()})
+    np.testing.assert_array_equal(other.candidates, fam.candidates)
+    other.fill(W, b, np.zeros(0, np.int32))
+    assert other.refilled.all()
+    old = {k: np.array(v) for k, v in fam.state().items() if k != "candidates"}
+    other.load_state(old)
+    other.fill(W, b, np.zeros(0, np.int32))
+    assert not other.refilled.any()
+    fam.fit(blobs(gen, 8, 30, 16)[0] / 10, None, W, seed=3)
+    fam.fill(W, b, np.zeros(0, np.int32))
+    assert not fam.refilled.any()
