@@ -103,7 +103,8 @@ class QueryCentroids:
         self.reach = np.full(num_tables, np.nan)
         self.level_start = np.zeros((num_tables, self.num_centroids), dtype=np.float32)
         self.level_next = np.full((num_tables, self.num_centroids, len(self.levels)), -np.inf, dtype=np.float32)
-        # per table: the neurons the latest fill scored at each centroid (a refill: at most), whether it ranked only the
+        # per table: the neurons the latest fill scored at each centroid (a refill: at most; a second pass over all
+        # for some centroids counts all again), whether it ranked only the
         # candidates of the latest full fill, and the share of the exact buckets a sample estimates that it missed
         self.scored = np.zeros(num_tables, dtype=np.int64)
         self.refilled = np.zeros(num_tables, dtype=np.bool_)
@@ -183,16 +184,21 @@ class QueryCentroids:
         """Table t's buckets: ranked (C, 4M or M) each centroid's neurons best first; out its adaptive buckets."""
         N, M, mu = len(weights), int(self.levels[-1]), self.centroids[t]
         K = min(max(CANDIDATES * self.bucket_size, M), N - int(skip.sum()))
-        threshold = start_thresholds(mu, sample, K)
         # the bound rules out the neurons that cannot reach the M-th logit now (a lower floor would keep 7x as many
-        # early in training); the candidates are the K best of the rest, and a refill's estimate covers the others
-        cols = reachable(mu, weights, bias, skip, start_thresholds(mu, sample, M), sample)
+        # early in training); the candidates are the K best of the rest (or fewer), and a refill's estimate covers
+        # the others
+        threshold, floor = start_thresholds(mu, sample, (K, M))
+        cols = reachable(mu, weights, bias, skip, floor, sample)
         self.scored[t] = N - int(skip.sum()) if cols is None else len(cols)
         scores, ids, count = _fold(mu, weights, cols, bias, skip, K, threshold)
-        short = count < K  # the sample's threshold was above the K-th logit: fold those centroids again, over all
+        # exact where M candidates pass the floor: the M-th logit is then above it, so the bound kept every neuron
+        # of the top M; elsewhere the sample's floor was above the M-th logit: fold those centroids again, over all
+        passed = ((scores > floor[:, None]) & (np.arange(scores.shape[1]) < count[:, None])).sum(axis=1)
+        short = passed < M
         if short.any():
             every = np.full(int(short.sum()), -np.inf, np.float32)
             scores[short], ids[short], count[short] = _fold(mu[short], weights, None, bias, skip, K, every)
+            self.scored[t] += N - int(skip.sum())
         if self.candidates.shape[2] != K:
             self.candidates = np.full((self.num_tables, self.num_centroids, K), -1, dtype=np.int32)
         finish_topk_rows(scores, ids, count, K, self.candidates[t], ranked=False)
@@ -377,17 +383,20 @@ def neuron_sample(weights: np.ndarray, bias: np.ndarray, skip: np.ndarray) -> Ne
     return NeuronSample(rows, as_float32(weights[rows]), bias[rows], len(weights), stride)
 
 
-def start_thresholds(mu: np.ndarray, sample: NeuronSample, m: int) -> np.ndarray:
-    """Per centroid, a logit most likely below its m-th largest over all neurons: the sample's, ranked 4 standard
-    deviations (plus 8) past where the top m's expected count ends (the count is Poisson: a threshold above the
-    m-th logit, and a second pass, is rarer than 1 in 10,000), so that the pass over all neurons collects few more
-    than m candidates (-inf where the sample is too small)."""
-    expected = m * len(sample.bias) / sample.total
-    rank = int(expected + 4 * np.sqrt(expected)) + 8
-    if rank >= len(sample.bias):
-        return np.full(len(mu), -np.inf, dtype=np.float32)
-    logits = mu @ sample.weights.T + sample.bias
-    return -np.partition(-logits, rank, axis=1)[:, rank].astype(np.float32)
+def start_thresholds(mu: np.ndarray, sample: NeuronSample, counts: tuple[int, ...]) -> np.ndarray:
+    """float32 (len(counts), C): per count m and centroid, a logit most likely below its m-th largest over all
+    neurons: the sample's, ranked 4 standard deviations (plus 8) past where the top m's expected count ends (the
+    count is Poisson: a threshold above the m-th logit, and a second pass, is rarer than 1 in 10,000), so that the
+    pass over all neurons collects few more than m candidates (-inf where the sample is too small)."""
+    out = np.full((len(counts), len(mu)), -np.inf, dtype=np.float32)
+    logits = None
+    for i, m in enumerate(counts):
+        expected = m * len(sample.bias) / sample.total
+        rank = int(expected + 4 * np.sqrt(expected)) + 8
+        if rank < len(sample.bias):
+            logits = mu @ sample.weights.T + sample.bias if logits is None else logits
+            out[i] = -np.partition(-logits, rank, axis=1)[:, rank]
+    return out
 
 
 def missed_share(mu: np.ndarray, sample: NeuronSample, listed: np.ndarray, floor: np.ndarray, m: int) -> float:

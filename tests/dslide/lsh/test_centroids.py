@@ -53,11 +53,13 @@ def test_fill_is_the_exact_top_logits_at_each_centroid(M: int) -> None:
 
 
 @pytest.mark.parametrize("adaptive", [False, True])
-def test_fill_scores_only_the_neurons_its_bound_cannot_rule_out_and_stays_exact(adaptive: bool) -> None:
+@pytest.mark.parametrize("bucket", [12, 100])
+def test_fill_scores_only_the_neurons_its_bound_cannot_rule_out_and_stays_exact(adaptive: bool, bucket: int) -> None:
     """With many neurons whose biases spread like log label frequencies (a few high, most low), the fill's bound
-    leaves most neurons unscored, and every bucket is still numpy's exact ranking at its centroid."""
+    leaves most neurons unscored, and every bucket is still numpy's exact ranking at its centroid. With buckets of
+    100 fewer neurons than the lists' 800 can reach the M-th logit: the lists are shorter, not a pass over all."""
     gen = np.random.default_rng(3)
-    cfg = LSHConfig(family="centroids", bits_per_table=3, num_tables=2, range_pow=7, bucket_capacity=12,
+    cfg = LSHConfig(family="centroids", bits_per_table=3, num_tables=2, range_pow=7, bucket_capacity=bucket,
                     adaptive_buckets=adaptive)  # fmt: skip
     fam = make_family(cfg, 16, 0)
     assert isinstance(fam, QueryCentroids)
@@ -88,7 +90,12 @@ def test_fill_without_bias_and_with_a_starting_threshold_above_the_answer(monkey
     W = gen.standard_normal((300, 16)).astype(np.float32)
     none = np.zeros(0, dtype=np.int32)
     want = fam.fill(W, None, none)
-    monkeypatch.setattr(centroids, "start_thresholds", lambda mu, *_: (mu @ W.T).max(axis=1).astype(np.float32))
+    fam.candidates = fam.candidates[:, :, :0]  # no lists: the next fill is a full one
+
+    def too_high(mu: np.ndarray, _: object, counts: tuple[int, ...]) -> np.ndarray:
+        return np.tile((mu @ W.T).max(axis=1).astype(np.float32), (len(counts), 1))
+
+    monkeypatch.setattr(centroids, "start_thresholds", too_high)
     got = fam.fill(W, None, none)
     for t in range(2):
         for c in range(8):
