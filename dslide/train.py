@@ -232,6 +232,10 @@ def train(
             net.load_state(arrays)
             arrays.close()
             pos = Position(**meta["position"])
+    # the first tables are built with the network, before the clock starts: setup, not epoch 1's refresh work (its
+    # rebuild_time_s is inside epoch_time_s); every record says what they cost
+    index = net.output.sampler.index
+    initial_tables_s = comm.max_scalar(index.reset_stats().rebuild_seconds if index is not None else 0.0)
     eval_slice = test_ds.subset(np.arange(min(cfg.eval_slice, len(test_ds))))
     probe_rows = np.random.default_rng([cfg.seed, 99]).permutation(len(train_ds))[: cfg.recall_points]
     recall_probe = Batch.from_dataset(train_ds, np.sort(probe_rows))
@@ -321,6 +325,7 @@ def train(
                     save_checkpoint()
             progress.status("evaluating the test set")
             record = _epoch_record(net, comm, cfg, pos, test_ds, steps_per_epoch, popular, train_ds)
+            record["initial_tables_s"] = initial_tables_s
             if comm.rank == 0:
                 warn_if_mostly_padding(record)
             pos.records.append(record)
