@@ -421,9 +421,9 @@ def test_the_refills_estimate_errs_high_when_the_sample_is_every_neuron() -> Non
     assert not fam.refilled.any() and sum(estimates) > REFILL_MISSES
 
 
-def test_new_centroids_forget_the_lists_and_the_lists_are_checkpointed() -> None:
-    """A fit (new centroids) makes the next fill a full one; the lists travel in the family's state, and a state made
-    before fills kept lists loads with none (its next fill is full)."""
+def test_the_lists_are_checkpointed_and_a_state_without_them_makes_the_next_fill_full() -> None:
+    """The lists travel in the family's state, and a state made before fills kept lists loads with none (its next
+    fill is full)."""
     gen = np.random.default_rng(14)
     fam, W, b = moved_family(gen)
     other = family(K=3, L=2, M=12, dim=16, seed=5)
@@ -435,6 +435,12 @@ def test_new_centroids_forget_the_lists_and_the_lists_are_checkpointed() -> None
     other.load_state(old)
     other.fill(W, b, np.zeros(0, np.int32))
     assert not other.refilled.any()
+
+
+def test_a_fit_forgets_the_lists() -> None:
+    """New centroids make the next fill a full one."""
+    gen = np.random.default_rng(15)
+    fam, W, b = moved_family(gen)
     fam.fit(blobs(gen, 8, 30, 16)[0] / 10, None, W, seed=3)
     fam.fill(W, b, np.zeros(0, np.int32))
     assert not fam.refilled.any()
