@@ -404,7 +404,8 @@ def start_thresholds(mu: np.ndarray, sample: NeuronSample, counts: tuple[int, ..
 def missed_share(mu: np.ndarray, sample: NeuronSample, listed: np.ndarray, floor: np.ndarray, m: int) -> float:
     """The share of the C x m exact bucket entries that a refill from the candidates listed (C, K) misses, estimated
     on the sample: its neurons not listed at a centroid whose logit there passes floor (the m-th logit among the
-    candidates), each standing for `stride` neurons. It errs high: such a neuron may still rank below the m-th."""
+    candidates), each standing for `stride` neurons. It leans high (such a neuron may still rank below the m-th),
+    and where the sample is every neuron it is never below the truth."""
     logits = mu @ sample.weights.T + sample.bias
     position = np.full(sample.total, -1, dtype=np.int32)
     position[sample.rows] = np.arange(len(sample.rows))
