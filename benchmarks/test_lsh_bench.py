@@ -74,3 +74,45 @@ def test_hash_hidden_batch(benchmark, threads, output_layer) -> None:
     benchmark.extra_info["threads"] = threads
     codes = benchmark(family.hash, h)
     assert codes.shape == (BATCH, CFG.num_tables)
+
+
+@pytest.fixture(scope="module")
+def centroid_family():
+    """One table of 256 input centroids fitted on clustered ReLU-like inputs, buckets of 1,000 (the family's setting
+    on the Amazon shape): weights at their initial scale leave the fill's bound nothing to rule out, so a full fill
+    is the whole product, as late in training (docs/lsh.md, "Cost: filling the buckets")."""
+    from dslide.lsh.centroids import QueryCentroids
+
+    gen = np.random.default_rng(4)
+    centres = np.maximum(gen.standard_normal((64, DIM), dtype=np.float32), 0)
+    inputs = np.abs(centres[gen.integers(64, size=4096)] + gen.standard_normal((4096, DIM), dtype=np.float32) / 4)
+    family = QueryCentroids(DIM, 8, 1, 18, 1000)
+    family.fit(inputs, None, inputs, seed=5)
+    weights = np.random.default_rng(0).standard_normal((NEURONS, DIM), dtype=np.float32) * np.float32(0.01)
+    bias = np.zeros(NEURONS, np.float32)
+    family.fill(weights, bias, np.zeros(0, np.int32))  # compile outside the timed rounds
+    return family, weights, bias
+
+
+def test_centroid_full_fill_output_layer(benchmark, threads, centroid_family) -> None:
+    family, weights, bias = centroid_family
+    benchmark.extra_info["threads"] = threads
+
+    def forget_the_lists() -> None:
+        family.candidates = family.candidates[:, :, :0]
+
+    benchmark.pedantic(family.fill, args=(weights, bias, np.zeros(0, np.int32)), setup=forget_the_lists, rounds=5,
+                       warmup_rounds=1)  # fmt: skip
+    assert not family.refilled.any() and family.scored[0] == NEURONS
+
+
+def test_centroid_refill_output_layer(benchmark, threads, centroid_family) -> None:
+    """A fill from the lists of the last full one, after the weights moved a little (as between fills)."""
+    family, weights, bias = centroid_family
+    family.candidates = family.candidates[:, :, :0]
+    family.fill(weights, bias, np.zeros(0, np.int32))
+    moved = weights + np.random.default_rng(6).standard_normal(weights.shape, dtype=np.float32) * np.float32(1e-4)
+    benchmark.extra_info["threads"] = threads
+    benchmark.pedantic(family.fill, args=(moved, bias, np.zeros(0, np.int32)), rounds=5, iterations=1,
+                       warmup_rounds=1)  # fmt: skip
+    assert family.refilled.all() and family.missed.max() <= 0.01

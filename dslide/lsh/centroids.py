@@ -104,8 +104,9 @@ class QueryCentroids:
         self.level_start = np.zeros((num_tables, self.num_centroids), dtype=np.float32)
         self.level_next = np.full((num_tables, self.num_centroids, len(self.levels)), -np.inf, dtype=np.float32)
         # per table: the neurons the latest fill scored at each centroid (a refill: at most; a second pass over all
-        # for some centroids counts all again), whether it ranked only the
-        # candidates of the latest full fill, and the share of the exact buckets a sample estimates that it missed
+        # for some centroids counts all again), whether it ranked only the candidates of the latest full fill, their
+        # grouping by neuron (made at the first refill), and the share of the exact buckets a sample estimates that
+        # the latest fill missed
         self.scored = np.zeros(num_tables, dtype=np.int64)
         self.refilled = np.zeros(num_tables, dtype=np.bool_)
         self.grouped: list[tuple[np.ndarray, np.ndarray, np.ndarray] | None] = [None] * num_tables
@@ -206,7 +207,7 @@ class QueryCentroids:
         finish_topk_rows(scores, ids, np.minimum(count, K), M, ranked)
         self.missed[t] = 0.0
         if self.adaptive:
-            self._set_levels(t, np.where(ranked >= 0, scores[:, :M], -np.inf), ranked, out)
+            self._set_levels(t, ranked_scores(scores, ranked), ranked, out)
 
     def _refill_table(self, t: int, weights: np.ndarray, bias: np.ndarray, skip: np.ndarray, sample: NeuronSample,
                       ranked: np.ndarray, out: np.ndarray) -> bool:  # fmt: skip
@@ -231,7 +232,7 @@ class QueryCentroids:
         self.scored[t] = int((ids >= 0).sum(axis=1).max())
         self.missed[t] = missed
         if self.adaptive:
-            self._set_levels(t, np.where(ranked >= 0, scores[:, :M], -np.inf), ranked, out)
+            self._set_levels(t, ranked_scores(scores, ranked), ranked, out)
         return True
 
     def _set_levels(self, t: int, ranked_scores: np.ndarray, ranked: np.ndarray, out: np.ndarray) -> None:
@@ -308,6 +309,15 @@ def one_blas_thread() -> AbstractContextManager[Any]:
     hashes) run between training steps, beside numba's OpenMP threads, which keep spinning after a parallel region;
     there a two-thread OpenBLAS product, or an SVD, took 2-5x longer than on one thread (docs/lsh.md)."""
     return _blas().limit(limits=1, user_api="blas")
+
+
+def ranked_scores(scores: np.ndarray, ranked: np.ndarray) -> np.ndarray:
+    """float32 (C, M): the logits of the ranked neurons (C, M), best first, from the candidates' scores whose first
+    columns they are; -inf where a centroid has fewer (the candidates may be narrower than M: fewer neurons)."""
+    out = np.full(ranked.shape, -np.inf, dtype=np.float32)
+    width = min(ranked.shape[1], scores.shape[1])
+    out[:, :width] = np.where(ranked[:, :width] >= 0, scores[:, :width], -np.inf)
+    return out
 
 
 def level_sizes(m: int) -> np.ndarray:

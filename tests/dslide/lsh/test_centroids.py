@@ -444,3 +444,36 @@ def test_a_fit_forgets_the_lists() -> None:
     fam.fit(blobs(gen, 8, 30, 16)[0] / 10, None, W, seed=3)
     fam.fill(W, b, np.zeros(0, np.int32))
     assert not fam.refilled.any()
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_adaptive_buckets_with_fewer_neurons_than_their_ranked_length_fill_and_refill(threads: int) -> None:
+    """Adaptive buckets rank 4M neurons a centroid; with fewer neurons than that (the lists then hold them all, and
+    on one thread the fold's buffers are narrower than 4M) both the full fill and the refill rank every neuron, the
+    rest -1, as numpy does (found by `dslide lsh compare` on a tiny run)."""
+    import numba
+
+    before = numba.get_num_threads()
+    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+    try:
+        gen = np.random.default_rng(16)
+        fam = adaptive_family()
+        points = blobs(gen, 8, 20, 16)[0]
+        fam.fit(points, None, points, seed=1)
+        N = 4 * int(fam.bucket_size) - 3
+        M = int(fam.levels[-1])
+        W = gen.standard_normal((N, 16)).astype(np.float32)
+        exclude = np.array([3], dtype=np.int32)
+        for moved in (0.0, 1e-3):
+            W2 = W + np.float32(moved) * gen.standard_normal(W.shape).astype(np.float32)
+            buckets = fam.fill(W2, None, exclude, points)
+            assert fam.refilled.all() == (moved > 0)
+            for t in range(fam.num_tables):
+                logits = fam.centroids[t] @ W2.T
+                logits[:, exclude] = -np.inf
+                longest = buckets[t][len(fam.levels) - 1 :: len(fam.levels)]
+                for c in range(fam.num_centroids):
+                    got = longest[c][longest[c] >= 0]
+                    assert set(got) == set(np.argsort(-logits[c])[: min(M, N - 1)])
+    finally:
+        numba.set_num_threads(before)
