@@ -324,8 +324,7 @@ def train(
                 if cfg.checkpoint_every and pos.global_step % cfg.checkpoint_every == 0:
                     save_checkpoint()
             progress.status("evaluating the test set")
-            record = _epoch_record(net, comm, cfg, pos, test_ds, steps_per_epoch, popular, train_ds)
-            record["initial_tables_s"] = initial_tables_s
+            record = _epoch_record(net, comm, cfg, pos, test_ds, steps_per_epoch, popular, train_ds, initial_tables_s)
             if comm.rank == 0:
                 warn_if_mostly_padding(record)
             pos.records.append(record)
@@ -364,6 +363,7 @@ def _epoch_record(
     steps_per_epoch: int,
     popular: int,
     train_ds: SparseDataset,
+    initial_tables_s: float,
 ) -> dict[str, Any]:
     """The epoch's metrics line: test P@k, time, throughput, and communication summed over ranks."""
     t0 = time.perf_counter()
@@ -410,4 +410,5 @@ def _epoch_record(
         **sampling_record(net, comm),
         **pos.recall,
         "recall_time_s": comm.max_scalar(pos.recall_seconds),
+        "initial_tables_s": initial_tables_s,
     }

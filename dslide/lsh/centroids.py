@@ -173,22 +173,24 @@ class QueryCentroids:
         with one_blas_thread():  # see _fold: the fill's products run on one thread each
             sample = neuron_sample(weights, bias, skip)
             for t in range(self.num_tables):
-                self.refilled[t] = self._refill_table(t, weights, bias, skip, sample, ranked[t], out[t])
+                at_sample = self.centroids[t] @ sample.weights.T + sample.bias  # the sampled neurons' logits
+                self.refilled[t] = self._refill_table(t, weights, bias, skip, sample, at_sample, ranked[t], out[t])
                 if not self.refilled[t]:
-                    self._fill_table(t, weights, bias, skip, sample, ranked[t], out[t])
+                    self._fill_table(t, weights, bias, skip, sample, at_sample, ranked[t], out[t])
         if self.adaptive:
             self.calibrate(queries)
         return out
 
     def _fill_table(self, t: int, weights: np.ndarray, bias: np.ndarray, skip: np.ndarray, sample: NeuronSample,
-                    ranked: np.ndarray, out: np.ndarray) -> None:  # fmt: skip
-        """Table t's buckets: ranked (C, 4M or M) each centroid's neurons best first; out its adaptive buckets."""
+                    at_sample: np.ndarray, ranked: np.ndarray, out: np.ndarray) -> None:  # fmt: skip
+        """Table t's buckets: ranked (C, 4M or M) each centroid's neurons best first; out its adaptive buckets;
+        at_sample (C, len(sample)): the sampled neurons' logits at the centroids."""
         N, M, mu = len(weights), int(self.levels[-1]), self.centroids[t]
         K = min(max(CANDIDATES * self.bucket_size, M), N - int(skip.sum()))
         # the bound rules out the neurons that cannot reach the M-th logit now (a lower floor would keep 7x as many
         # early in training); the candidates are the K best of the rest (or fewer), and a refill's estimate covers
         # the others
-        threshold, floor = start_thresholds(mu, sample, (K, M))
+        threshold, floor = start_thresholds(at_sample, sample, (K, M))
         cols = reachable(mu, weights, bias, skip, floor, sample)
         self.scored[t] = N - int(skip.sum()) if cols is None else len(cols)
         scores, ids, count = _fold(mu, weights, cols, bias, skip, K, threshold)
@@ -210,7 +212,7 @@ class QueryCentroids:
             self._set_levels(t, ranked_scores(scores, ranked), ranked, out)
 
     def _refill_table(self, t: int, weights: np.ndarray, bias: np.ndarray, skip: np.ndarray, sample: NeuronSample,
-                      ranked: np.ndarray, out: np.ndarray) -> bool:  # fmt: skip
+                      at_sample: np.ndarray, ranked: np.ndarray, out: np.ndarray) -> bool:  # fmt: skip
         """Table t's buckets from its candidates alone, as _fill_table's, if a sample of the other neurons estimates
         that they miss at most REFILL_MISSES of the exact buckets (else False: nothing is kept)."""
         listed = self.candidates[t]
@@ -226,7 +228,7 @@ class QueryCentroids:
         finish_topk_rows(scores, ids, count, M, ranked)
         # each centroid's M-th logit among its candidates (fewer than M listed: every neuron was, the floor is -inf)
         floor = scores[:, M - 1].copy() if listed.shape[1] >= M else np.full(len(listed), -np.inf, np.float32)
-        missed = missed_share(mu, sample, listed, floor, M)
+        missed = missed_share(at_sample, sample, listed, floor, M)
         if missed > REFILL_MISSES:
             return False
         self.scored[t] = int((ids >= 0).sum(axis=1).max())
@@ -395,31 +397,30 @@ def neuron_sample(weights: np.ndarray, bias: np.ndarray, skip: np.ndarray) -> Ne
     return NeuronSample(rows, as_float32(weights[rows]), bias[rows], len(weights), stride)
 
 
-def start_thresholds(mu: np.ndarray, sample: NeuronSample, counts: tuple[int, ...]) -> np.ndarray:
+def start_thresholds(at_sample: np.ndarray, sample: NeuronSample, counts: tuple[int, ...]) -> np.ndarray:
     """float32 (len(counts), C): per count m and centroid, a logit most likely below its m-th largest over all
-    neurons: the sample's, ranked 4 standard deviations (plus 8) past where the top m's expected count ends (the
-    count is Poisson: a threshold above the m-th logit, and a second pass, is rarer than 1 in 10,000), so that the
-    pass over all neurons collects few more than m candidates (-inf where the sample is too small)."""
-    out = np.full((len(counts), len(mu)), -np.inf, dtype=np.float32)
-    logits = None
+    neurons: of the sampled neurons' logits at_sample (C, len(sample)), the one ranked 4 standard deviations (plus 8)
+    past where the top m's expected count ends (the count is Poisson: a threshold above the m-th logit, and a second
+    pass, is rarer than 1 in 10,000), so that the pass over all neurons collects few more than m candidates (-inf
+    where the sample is too small)."""
+    out = np.full((len(counts), len(at_sample)), -np.inf, dtype=np.float32)
     for i, m in enumerate(counts):
         expected = m * len(sample.bias) / sample.total
         rank = int(expected + 4 * np.sqrt(expected)) + 8
         if rank < len(sample.bias):
-            logits = mu @ sample.weights.T + sample.bias if logits is None else logits
-            out[i] = -np.partition(-logits, rank, axis=1)[:, rank]
+            out[i] = -np.partition(-at_sample, rank, axis=1)[:, rank]
     return out
 
 
-def missed_share(mu: np.ndarray, sample: NeuronSample, listed: np.ndarray, floor: np.ndarray, m: int) -> float:
+def missed_share(at_sample: np.ndarray, sample: NeuronSample, listed: np.ndarray, floor: np.ndarray, m: int) -> float:
     """The share of the C x m exact bucket entries that a refill from the candidates listed (C, K) misses, estimated
-    on the sample: its neurons not listed at a centroid whose logit there passes floor (the m-th logit among the
-    candidates), each standing for `stride` neurons. It leans high (such a neuron may still rank below the m-th),
-    and where the sample is every neuron it is never below the truth."""
-    logits = mu @ sample.weights.T + sample.bias
+    on the sample (at_sample (C, len(sample)): its logits at the centroids): its neurons not listed at a centroid
+    whose logit there passes floor (the m-th logit among the candidates), each standing for `stride` neurons. It
+    leans high (such a neuron may still rank below the m-th), and where the sample is every neuron it is never below
+    the truth."""
     position = np.full(sample.total, -1, dtype=np.int32)
     position[sample.rows] = np.arange(len(sample.rows))
-    return count_unlisted_above(logits, position, listed, floor) * sample.stride / (len(mu) * m)
+    return count_unlisted_above(at_sample, position, listed, floor) * sample.stride / (len(at_sample) * m)
 
 
 def reachable(mu: np.ndarray, weights: np.ndarray, bias: np.ndarray, skip: np.ndarray, threshold: np.ndarray,

@@ -92,8 +92,8 @@ def test_fill_without_bias_and_with_a_starting_threshold_above_the_answer(monkey
     want = fam.fill(W, None, none)
     fam.candidates = fam.candidates[:, :, :0]  # no lists: the next fill is a full one
 
-    def too_high(mu: np.ndarray, _: object, counts: tuple[int, ...]) -> np.ndarray:
-        return np.tile((mu @ W.T).max(axis=1).astype(np.float32), (len(counts), 1))
+    def too_high(at_sample: np.ndarray, _: object, counts: tuple[int, ...]) -> np.ndarray:
+        return np.tile(at_sample.max(axis=1).astype(np.float32), (len(counts), 1))  # the sample is every neuron
 
     monkeypatch.setattr(centroids, "start_thresholds", too_high)
     got = fam.fill(W, None, none)
@@ -408,7 +408,8 @@ def test_the_refills_estimate_errs_high_when_the_sample_is_every_neuron() -> Non
             logits = exact_logits(fam, t, W2, b, np.zeros(0, np.int64)).astype(np.float32)
             from_lists = np.take_along_axis(logits, listed[t].astype(np.int64), axis=1)
             floor = -np.sort(-from_lists, axis=1)[:, 11]
-            estimates.append(missed_share(fam.centroids[t], sample, listed[t], floor, 12))
+            at_sample = fam.centroids[t] @ sample.weights.T + sample.bias
+            estimates.append(missed_share(at_sample, sample, listed[t], floor, 12))
             for c in range(8):
                 missed_true += 12 - len(np.intersect1d(np.argsort(-logits[c])[:12], listed[t, c]))
         assert min(estimates) >= 0
