@@ -20,10 +20,13 @@ from numba import types
 from numba.extending import overload
 
 from dslide.kernels.bf16 import mix32, store, stored_at
+from dslide.kernels.bits import lowest_set_bit, set_bits
 from dslide.kernels.prefetch import prefetch_update
 
+GROUP_CHUNK = 4096  # group_by_row: entries per thread at least (a smaller batch is grouped on fewer threads)
+GROUP_BLOCK = 1024  # group_by_row: bitmap words (65,536 rows) or row positions a thread scans at a time
 
-@numba.njit(cache=True)
+
 def group_by_row(
     entry_rows: np.ndarray, n_rows: int, slot: np.ndarray, all_rows: bool
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -31,47 +34,100 @@ def group_by_row(
 
     slot is int32 (n_rows,) scratch (any contents: the touched rows' entries are overwritten). all_rows lists every
     row (dense Adam), touched or not; otherwise only touched rows; rows come in increasing order.
+
+    A counting sort split across threads: each thread takes a contiguous chunk of the entries and counts them per
+    row, and the chunks' counts are laid out in chunk order within each row, so the result is the same on any number
+    of threads. On one thread it was two thirds of the select phase and did not speed up with a second
+    (results/roofline/select/README.md).
     """
+    chunks = max(1, min(numba.get_num_threads(), len(entry_rows) // GROUP_CHUNK))
+    return _group_by_row(entry_rows, n_rows, slot, all_rows, chunks)
+
+
+@numba.njit(parallel=True, cache=True)
+def _group_by_row(
+    entry_rows: np.ndarray, n_rows: int, slot: np.ndarray, all_rows: bool, chunks: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    E = len(entry_rows)
     if all_rows:
         rows = np.arange(n_rows).astype(np.int32)
         n_unique = n_rows
-        for r in range(n_rows):
+        for r in numba.prange(n_rows):
             slot[r] = r
     else:
         # Touched rows in increasing order: walking memory in order is ~2x faster than random order
-        # for matrices of hundreds of MB (fewer TLB misses, working prefetch). They are marked in a bitmap (84 KB
-        # for 670,091 rows, which stays in the L2 cache) rather than in slot (2.6 MB, which the step's weight rows
-        # evict between batches): results/roofline/select/README.md.
-        touched = np.zeros((n_rows + 63) // 64, dtype=np.uint64)
-        for r in entry_rows:
-            touched[r >> 6] |= np.uint64(1) << np.uint64(r & 63)
-        rows = np.empty(min(len(entry_rows), n_rows), dtype=np.int32)
-        n_unique = 0
-        for w in range(len(touched)):
-            bits = touched[w]
-            if bits == 0:
-                continue
-            for k in range(64):
-                if (bits >> np.uint64(k)) & np.uint64(1):
-                    slot[w * 64 + k] = n_unique
-                    rows[n_unique] = w * 64 + k
-                    n_unique += 1
-        rows = rows[:n_unique]
-    # one pass of random reads of slot: each entry's row position, kept for the fill below
-    entry_slot = np.empty(len(entry_rows), dtype=np.int32)
-    ptr = np.zeros(n_unique + 1, dtype=np.int64)
-    for e in range(len(entry_rows)):
-        s = slot[entry_rows[e]]
-        entry_slot[e] = s
-        ptr[s + 1] += 1
-    for u in range(n_unique):
-        ptr[u + 1] += ptr[u]
-    fill = ptr[:-1].copy()
-    perm = np.empty(len(entry_rows), dtype=np.int64)
-    for e in range(len(entry_rows)):
-        s = entry_slot[e]
-        perm[fill[s]] = e
-        fill[s] += 1
+        # for matrices of hundreds of MB (fewer TLB misses, working prefetch). They are marked in bitmaps (84 KB
+        # for 670,091 rows, which stay in the L2 cache; one per chunk, so no thread writes another's) rather than in
+        # slot (2.6 MB, which the step's weight rows evict between batches).
+        words = (n_rows + 63) // 64
+        marks = np.zeros((chunks, words), dtype=np.uint64)
+        for c in numba.prange(chunks):
+            for e in range(c * E // chunks, (c + 1) * E // chunks):
+                r = entry_rows[e]
+                marks[c, r >> 6] |= np.uint64(1) << np.uint64(r & 63)
+        n_blocks = (words + GROUP_BLOCK - 1) // GROUP_BLOCK
+        block_start = np.zeros(n_blocks + 1, dtype=np.int64)
+        for b in numba.prange(n_blocks):
+            found = 0
+            for w in range(b * GROUP_BLOCK, min(words, (b + 1) * GROUP_BLOCK)):
+                bits = marks[0, w]
+                for c in range(1, chunks):
+                    bits |= marks[c, w]
+                marks[0, w] = bits
+                found += set_bits(bits)
+            block_start[b + 1] = found
+        for b in range(n_blocks):
+            block_start[b + 1] += block_start[b]
+        n_unique = block_start[n_blocks]
+        rows = np.empty(n_unique, dtype=np.int32)
+        for b in numba.prange(n_blocks):
+            u = block_start[b]
+            for w in range(b * GROUP_BLOCK, min(words, (b + 1) * GROUP_BLOCK)):
+                bits = marks[0, w]
+                while bits:
+                    r = w * 64 + lowest_set_bit(bits)
+                    bits &= bits - np.uint64(1)
+                    slot[r] = u
+                    rows[u] = r
+                    u += 1
+    # each chunk's entries per row position (one pass of random reads of slot, kept for the fill below) ...
+    entry_slot = np.empty(E, dtype=np.int32)
+    counts = np.zeros((chunks, n_unique), dtype=np.int64)
+    for c in numba.prange(chunks):
+        for e in range(c * E // chunks, (c + 1) * E // chunks):
+            s = slot[entry_rows[e]]
+            entry_slot[e] = s
+            counts[c, s] += 1
+    # ... turned into where each chunk's entries of a row start: rows in order, a row's chunks in order (on one
+    # thread a plain prefix sum: the block totals only let threads start in the middle)
+    ptr = np.empty(n_unique + 1, dtype=np.int64)
+    n_ublocks = (n_unique + GROUP_BLOCK - 1) // GROUP_BLOCK if chunks > 1 else 1
+    ublock_start = np.zeros(n_ublocks + 1, dtype=np.int64)
+    width = (n_unique + n_ublocks - 1) // n_ublocks
+    if n_ublocks > 1:
+        for b in numba.prange(n_ublocks):
+            total = 0
+            for u in range(b * width, min(n_unique, (b + 1) * width)):
+                for c in range(chunks):
+                    total += counts[c, u]
+            ublock_start[b + 1] = total
+        for b in range(n_ublocks):
+            ublock_start[b + 1] += ublock_start[b]
+    for b in numba.prange(n_ublocks):
+        start = ublock_start[b]
+        for u in range(b * width, min(n_unique, (b + 1) * width)):
+            ptr[u] = start
+            for c in range(chunks):
+                count = counts[c, u]
+                counts[c, u] = start
+                start += count
+    ptr[n_unique] = E
+    perm = np.empty(E, dtype=np.int64)
+    for c in numba.prange(chunks):
+        for e in range(c * E // chunks, (c + 1) * E // chunks):
+            s = entry_slot[e]
+            perm[counts[c, s]] = e
+            counts[c, s] += 1
     return rows, ptr, perm
 
 

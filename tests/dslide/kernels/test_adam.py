@@ -25,6 +25,32 @@ def test_group_by_row_lists_each_rows_entries_in_row_order(n_rows):
         np.testing.assert_array_equal(all_perm, np.argsort(entry_rows, kind="stable"))
 
 
+@pytest.mark.parametrize("n_rows", [150, 200_000])
+def test_group_by_row_is_numpys_stable_sort_on_any_number_of_threads(n_rows):
+    """Batches large enough to be split across threads (chunks of entries, bitmap blocks of 65,536 rows, row blocks
+    of 1,024): the grouping is numpy's stable argsort of the rows on 1 thread and on every thread."""
+    rng = np.random.default_rng(n_rows)
+    entry_rows = rng.integers(0, n_rows, 50_000).astype(np.int32)
+    touched = np.unique(entry_rows)
+    want_perm = np.argsort(entry_rows, kind="stable")
+    want_ptr = np.concatenate([[0], np.cumsum(np.bincount(entry_rows, minlength=n_rows)[touched])])
+    before = numba.get_num_threads()
+    try:
+        for threads in sorted({1, numba.config.NUMBA_NUM_THREADS}):
+            numba.set_num_threads(threads)
+            slot = np.full(n_rows, -1, dtype=np.int32)
+            rows, ptr, perm = group_by_row(entry_rows, n_rows, slot, False)
+            np.testing.assert_array_equal(rows, touched, err_msg=f"{threads} threads")
+            np.testing.assert_array_equal(ptr, want_ptr, err_msg=f"{threads} threads")
+            np.testing.assert_array_equal(perm, want_perm, err_msg=f"{threads} threads")
+            all_rows, all_ptr, all_perm = group_by_row(entry_rows, n_rows, slot, True)
+            np.testing.assert_array_equal(all_rows, np.arange(n_rows))
+            np.testing.assert_array_equal(np.diff(all_ptr), np.bincount(entry_rows, minlength=n_rows))
+            np.testing.assert_array_equal(all_perm, want_perm, err_msg=f"{threads} threads, all rows")
+    finally:
+        numba.set_num_threads(before)
+
+
 def bf16_neighbours(x):
     """The bfloat16 values just toward zero and just away from zero of each float64 x (as float64)."""
     bits = np.asarray(x, dtype=np.float32).view(np.uint32)
