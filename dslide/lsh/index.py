@@ -56,8 +56,11 @@ def bucket_occupancy(
     sizes = np.diff(offsets, axis=1).ravel()
     used = sizes[sizes > 0]
     kept = int(offsets[:, -1].sum())
-    if filled_ids is not None:
-        kept = sum(len(np.unique(filled_ids[t, : offsets[t, -1]])) for t in range(offsets.shape[0]))
+    if filled_ids is not None:  # counted, not sorted: np.unique took 0.07-0.15 s on adaptive buckets' 3.3M entries
+        kept = sum(
+            int(np.count_nonzero(np.bincount(filled_ids[t, : offsets[t, -1]], minlength=num_neurons)))
+            for t in range(offsets.shape[0])
+        )
     total = num_neurons * offsets.shape[0]
     return {
         "bucket_fill_mean": float(used.mean()) if len(used) else 0.0,
