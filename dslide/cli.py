@@ -175,8 +175,8 @@ def _hidden(_ctx, _param, value: str) -> tuple[int, ...]:
     default=default("adaptive_buckets"),
     show_default=True,
     help="--hash centroids: each input takes a prefix of its centroid's ranked neurons, longer where the logits there "
-    "are flat and the input far from the centroid (M/4 to 4M, M on average); give it --pad-threshold 0, or padding "
-    "evens the counts out again.",
+    "are flat and the input shorter than its centroid (its own logits flatter; M/4 to 4M, M on average); give it "
+    "--pad-threshold 0, or padding evens the counts out again.",
 )
 @click.option("--insertion", type=click.Choice(["fifo", "reservoir"]), default=default("insertion"), show_default=True)
 @click.option(

@@ -27,8 +27,8 @@ from dslide.top_logits import top_logits
 # find.
 FIT_POSITIVES = 5
 # Adaptive centroid buckets set their reach on the latest CALIBRATION_QUERIES buffered inputs every CALIBRATE_EVERY
-# steps (and at each fill): early in training the hidden layers' outputs move within tens of steps, and inputs
-# further from the centroids take longer prefixes, so an older calibration lets the mean grow to twice the floor.
+# steps (and at each fill): early in training the hidden layers' outputs move within tens of steps, and an input's
+# prefix follows its length and its centroid's, so an older calibration lets the mean drift from the floor.
 CALIBRATION_QUERIES = 512
 CALIBRATE_EVERY = 10
 

@@ -14,9 +14,9 @@ Learned families are fitted on other training inputs (their positives: the tail 
 The centroids family (k-means of CENTROID_FIT_QUERIES other training inputs, one table, buckets filled with the
 neurons of largest logit at each centroid) is given each DWTA K's retrieved count as its bucket size, so it
 retrieves exactly as many; with adaptive buckets ("centroids-adaptive", per-input sparsity) that count is the mean
-over CALIBRATION_QUERIES further training inputs (neither fit nor probe inputs: the fit inputs sit nearer their
-centroids than any others, and would set the prefixes too long; only a set too small to hold them calibrates on the
-fit inputs), and the probes' mean lands near it. Per-input sparsity is shown against the full model: every
+over CALIBRATION_QUERIES further training inputs (neither fit nor probe inputs, as training calibrates on inputs
+the centroids were not fitted to; only a set too small to hold them calibrates on the fit inputs), and the probes'
+mean lands near it. Per-input sparsity is shown against the full model: every
 record gives the spread of the per-input counts and their Spearman correlation with the entropy of the full softmax
 at each probe input (flat logits, high entropy: an input that needs more neurons), and the median count in each
 fifth of the probes by entropy. Every record also gives the share of the retrieved neurons that are among the

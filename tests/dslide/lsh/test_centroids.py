@@ -204,7 +204,7 @@ def test_adaptive_levels_run_from_a_quarter_to_four_times_the_bucket_size() -> N
 def test_adaptive_fill_ranks_each_centroids_neurons_and_stores_every_prefix() -> None:
     """Bucket c * 9 + s holds the first levels[s] of centroid c's 4M neurons of largest logit, best first (numpy's
     ranking, the excluded left out); an input's prefix is the shortest holding every ranked neuron whose logit at
-    the centroid is within reach x |x - mu_c| of its largest (a numpy reference, neuron by neuron)."""
+    the centroid is within reach x |mu_c| / |x| of its largest (a numpy reference, neuron by neuron)."""
     gen = np.random.default_rng(5)
     fam = adaptive_family()
     points = blobs(gen, 8, 20, 16)[0]
@@ -232,7 +232,7 @@ def test_adaptive_fill_ranks_each_centroids_neurons_and_stores_every_prefix() ->
         for i in range(len(x)):
             c = nearest[i]
             ranked_logits = np.sort(logits[c])[::-1][:32]
-            floor = ranked_logits[0] - fam.reach[t] * dist[i, c]
+            floor = ranked_logits[0] - fam.reach[t] * np.linalg.norm(fam.centroids[t][c]) / np.linalg.norm(x[i])
             tol = 1e-4 * (1 + abs(floor))  # the fill's float32 sums against numpy's
             fewest, most = ((ranked_logits >= floor + d).sum() for d in (tol, -tol))
             level = codes[i, t] % 9  # the shortest prefix holding every neuron at or above the floor
@@ -241,7 +241,8 @@ def test_adaptive_fill_ranks_each_centroids_neurons_and_stores_every_prefix() ->
 
 def test_adaptive_reach_gives_the_recent_inputs_the_bucket_size_on_average() -> None:
     """reach is the largest at which the calibration inputs take at most M on average: a little more and they take
-    more. Inputs farther from their centroid take at least as much; before any fill every input takes M."""
+    more. An input shorter than another in the same direction takes at least as much (its logits are flatter); an
+    all-zero input takes the longest prefix; before any fill every input takes M."""
     gen = np.random.default_rng(6)
     fam = adaptive_family(M=8)
     points = blobs(gen, 8, 40, 16)[0]
@@ -253,26 +254,27 @@ def test_adaptive_reach_gives_the_recent_inputs_the_bucket_size_on_average() -> 
     sizes = level_sizes(8)
     for t in range(2):
         nearest = fam.hash_queries(points)[:, t] // 9
-        dist = fam.distances(points, nearest, t)
+        scale = fam.margin_scales(points, nearest, t)
+        np.testing.assert_allclose(scale, np.linalg.norm(fam.centroids[t][nearest], axis=1)
+                                   / np.linalg.norm(points, axis=1), rtol=1e-6)  # fmt: skip
         # every reach at which some input's prefix changes, and either side of it: none gives more within M
         top, nxt = fam.level_start[t, nearest][:, None], fam.level_next[t, nearest]
-        edges = ((top - nxt) / dist[:, None])[np.isfinite(nxt)]
+        edges = ((top - nxt) / scale[:, None])[np.isfinite(nxt)]
         grid = np.concatenate([edges * (1 - 1e-6), edges * (1 + 1e-6), [0.0]])
-        means = [float(sizes[fam.levels_at(t, nearest, dist, r)].mean()) for r in grid]
+        means = [float(sizes[fam.levels_at(t, nearest, scale, r)].mean()) for r in grid]
         best = max(v for v in means if v <= 8)
-        assert float(sizes[fam.levels_at(t, nearest, dist, fam.reach[t])].mean()) == best and best > 6
-    # the same direction from a centroid, further out: never a shorter prefix
+        assert float(sizes[fam.levels_at(t, nearest, scale, fam.reach[t])].mean()) == best and best > 6
+    # a centroid's own direction, ever shorter: never a shorter prefix, and the shortest inputs take more
     mu = fam.centroids[0][0]
-    step = np.abs(gen.standard_normal(16)).astype(np.float32)
-    far = np.stack([mu + a * step for a in (0.0, 0.05, 0.1, 0.2)])
-    levels = fam.hash_queries(far)[:, 0]
-    same = levels // 9 == 0
-    assert same[0] and np.all(np.diff(levels[same] % 9) >= 0)
+    shrinking = np.stack([mu * a for a in (2.0, 1.0, 0.5, 0.25, 0.1)])
+    levels = fam.prefix_levels(shrinking, np.zeros(5, np.int64), 0)  # as if centroid 0 were nearest to each
+    assert np.all(np.diff(levels) >= 0) and levels[-1] > levels[0]
+    assert fam.prefix_levels(np.zeros((1, 16), np.float32), np.zeros(1, np.int64), 0)[0] == 8  # knows nothing
 
 
 def test_adaptive_buckets_take_more_where_the_centroids_logits_are_flat() -> None:
     """Two clusters: at one, a single neuron's logit stands far above the rest; at the other, 30 neurons share the
-    top. At the same distance from their centroid, the second cluster's inputs take the longer prefix."""
+    top. At the same length as their centroid, the second cluster's inputs take the longer prefix."""
     gen = np.random.default_rng(7)
     dim = 16
     a, b = np.zeros(dim, np.float32), np.zeros(dim, np.float32)
