@@ -28,7 +28,7 @@ input's logits are about its centroid's scaled by |x| / |mu_c|, and reach is a m
 longer input has sharper logits (a few labels dominate) and takes fewer neurons, a shorter one has flatter logits and
 takes more; where the centroid's logits are flat, many neurons lie within the margin, where a few dominate, few do.
 (The hidden vector's length alone has Spearman -0.70 with the full softmax's entropy on amazon670k-medium; an
-earlier rule, reach x |x - mu_c|, gave counts that followed the entropy less, and the wrong way on real text:
+earlier rule, reach x |x - mu_c|, gave counts that followed the entropy less, and not at all on real text:
 docs/lsh.md.) The prefix is rounded up to one of BUCKET_LEVELS lengths (M/4 ... 4M in steps of sqrt 2), each stored as
 a bucket of its own (code c * 9 + level), so the sampler needs nothing new. `reach` is set at every fill on the
 layer's recent inputs so that they take M on average: the active budget stays the fixed buckets', only its share per
