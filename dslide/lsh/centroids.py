@@ -147,8 +147,8 @@ class QueryCentroids:
         table t: the input's logits are about the centroid's times |x| / |mu|. An all-zero input (every ReLU off)
         knows nothing of its labels: the largest scale float32 holds, so it takes the longest prefix."""
         length = np.sqrt(np.einsum("ij,ij->i", x, x, dtype=np.float64))
-        mu = self.centroids[t][nearest]
-        centroid = np.sqrt(np.einsum("ij,ij->i", mu, mu, dtype=np.float64))
+        mu = self.centroids[t]
+        centroid = np.sqrt(np.einsum("ij,ij->i", mu, mu, dtype=np.float64))[nearest]  # per centroid, then per input
         with np.errstate(divide="ignore", invalid="ignore"):
             scale = np.where(length > 0, centroid / length, np.inf)
         return np.minimum(scale, np.finfo(np.float32).max).astype(np.float32)
